@@ -1,0 +1,101 @@
+# xlarank pipelines. `make help` lists the targets. Each step is a real file target, so
+# make redoes only what is out of date: frames <- data + feature spec, models <- frames +
+# booster spec, metrics <- models + frames.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+XLARANK := $(BIN)/xlarank
+DATA ?= data/synth-demo
+DEMO_DATA := data/synth-demo
+FRAMES := features/frames
+TRAINED := models/trained
+REPORTS := reports
+COLLECTIONS := tile-xla layout-xla-default layout-xla-random layout-nlp-default layout-nlp-random
+SEED ?= 0
+
+.DEFAULT_GOAL := help
+.SECONDEXPANSION:
+.DELETE_ON_ERROR:
+# Frames and models are products in their own right, not intermediates to delete.
+.SECONDARY:
+.PHONY: help install dev demo test features models evaluate submission clean clean-all
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.dev-installed: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed ## create .venv and install xlarank
+
+dev: $(VENV)/.dev-installed ## install xlarank with the test extras
+
+test: dev ## run the whole test suite
+	$(BIN)/python -m pytest -q
+
+# ---------------------------------------------------------------- pipeline
+# DATA is a dataset root holding npz/ (real TpuGraphs or `xlarank synth` output).
+# Folder mtimes change when files are added or removed there.
+data_dir = $(DATA)/npz/$(subst -,/,$(1))/$(2)
+spec_of = $(word 1,$(subst /, ,$(1)))
+coll_of = $(word 2,$(subst /, ,$(1)))
+split_of = $(word 3,$(subst /, ,$(1)))
+
+# features/frames/<spec>/<collection>/<split>.parquet
+$(FRAMES)/%.parquet: features/$$(call spec_of,$$*).toml $$(call data_dir,$$(call coll_of,$$*),$$(call split_of,$$*)) | $(VENV)/.installed
+	$(XLARANK) featurize $(DATA) --spec $< --collection $(call coll_of,$*) \
+	    --split $(call split_of,$*) --out $@
+
+# models/trained/xlarank/<collection>: the default ranker, models/<collection>.toml
+$(TRAINED)/xlarank/%/card.json: models/%.toml $(FRAMES)/default/%/train.parquet $(FRAMES)/default/%/valid.parquet
+	$(XLARANK) train $(FRAMES)/default/$*/train.parquet --spec $< \
+	    --valid $(FRAMES)/default/$*/valid.parquet --out $(@D)
+
+# models/trained/baseline/<collection>: the config-aggregates-only peer
+$(TRAINED)/baseline/%/card.json: models/baseline.toml $(FRAMES)/baseline/%/train.parquet
+	$(XLARANK) train $(FRAMES)/baseline/$*/train.parquet --spec $< --out $(@D)
+
+$(REPORTS)/xlarank/%.csv: $(TRAINED)/xlarank/%/card.json $(FRAMES)/default/%/valid.parquet
+	$(XLARANK) evaluate $(FRAMES)/default/$*/valid.parquet --model $(<D) --name xlarank --out $@
+
+$(REPORTS)/baseline/%.csv: $(TRAINED)/baseline/%/card.json $(FRAMES)/baseline/%/valid.parquet
+	$(XLARANK) evaluate $(FRAMES)/baseline/$*/valid.parquet --model $(<D) --name baseline --out $@
+
+$(REPORTS)/random/%.csv: $(FRAMES)/default/%/valid.parquet
+	$(XLARANK) evaluate $< --random --seed $(SEED) --name random --out $@
+
+features: $(foreach c,$(COLLECTIONS),$(foreach s,train valid test,$(FRAMES)/default/$(c)/$(s).parquet)) ## featurize DATA into features/frames/default
+
+models: $(foreach c,$(COLLECTIONS),$(TRAINED)/xlarank/$(c)/card.json) ## train the five collections' rankers
+
+evaluate: $(foreach r,xlarank baseline random,$(foreach c,$(COLLECTIONS),$(REPORTS)/$(r)/$(c).csv)) ## valid metrics: ranker vs config-only baseline vs random
+	$(XLARANK) compare $(REPORTS) --out $(REPORTS)/summary.csv
+
+$(REPORTS)/submission.csv: $(foreach c,$(COLLECTIONS),$(TRAINED)/xlarank/$(c)/card.json)
+	$(XLARANK) submit $(DATA) --models $(TRAINED)/xlarank --out $@
+
+submission: $(REPORTS)/submission.csv ## competition CSV for the five test folders
+
+# ---------------------------------------------------------------- demo
+$(DEMO_DATA)/synth.json: | $(VENV)/.installed
+	rm -rf $(DEMO_DATA)
+	$(XLARANK) synth $(DEMO_DATA) --preset demo --seed $(SEED)
+
+demo: $(DEMO_DATA)/synth.json ## set up, then the whole pipeline on generated demo data
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory evaluate submission DATA=$(DEMO_DATA) && \
+	echo "demo finished in $$(( $$(date +%s) - start ))s (synthetic data from 'xlarank synth', not TpuGraphs)"
+
+clean: ## remove frames, trained models and reports (keeps .venv and data)
+	rm -rf $(FRAMES) $(TRAINED) $(REPORTS)
+
+clean-all: clean ## also remove .venv and generated data
+	rm -rf $(VENV) data

@@ -1,0 +1,3 @@
+from xlarank.cli import app
+
+app(prog_name="xlarank")

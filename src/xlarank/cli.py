@@ -1,0 +1,279 @@
+"""The ``xlarank`` command: parses, calls one library function, shows progress and errors.
+
+Every `XlarankError` becomes one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from xlarank import __version__
+from xlarank.data.collections import COLLECTIONS, SPLITS, get_collection, split_files
+from xlarank.errors import XlarankError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Rank XLA compiler configurations (TpuGraphs) by predicted runtime.")
+console = Console()
+err_console = Console(stderr=True)
+STATE = {"verbose": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"xlarank {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say more.")] = False,
+) -> None:
+    STATE["verbose"] = verbose
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    try:
+        yield
+    except XlarankError as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+@contextmanager
+def _progress(label: str, total: int) -> Iterator[Callable[[Path], None]]:
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=err_console, transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda _path: bar.advance(task)
+
+
+def _collections(name: str) -> list:
+    return list(COLLECTIONS) if name == "all" else [get_collection(name)]
+
+
+@app.command()
+def synth(
+    out_dir: Annotated[Path, typer.Argument(help="Folder to create; gets npz/<collection>/<split>/*.npz.")],
+    preset: Annotated[str, typer.Option(help="Size: tiny, demo or small.")] = "demo",
+    seed: Annotated[int, typer.Option(help="Same seed, same files.")] = 0,
+) -> None:
+    """Write a synthetic dataset in the official tree (all five collections)."""
+    from xlarank.data.synth import PRESETS, synth_dataset, synth_file_count
+
+    with _user_errors():
+        if preset not in PRESETS:
+            raise XlarankError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+        with _progress("synth", synth_file_count(preset)) as tick:
+            synth_dataset(out_dir, preset, seed, on_file=tick)
+    console.print(f"wrote synthetic dataset ({preset}, seed {seed}) to {out_dir} "
+              "[dim](synthetic data, not TpuGraphs)[/dim]")
+
+
+@app.command()
+def featurize(
+    data: Annotated[Path, typer.Argument(help="Dataset root (holding npz/) or its npz folder.")],
+    spec: Annotated[Path, typer.Option(help="Feature spec TOML.")] = Path("features/default.toml"),
+    collection: Annotated[str, typer.Option(help="A collection (e.g. tile-xla) or all.")] = "all",
+    split: Annotated[str, typer.Option(help="train, valid, test or all.")] = "all",
+    out_dir: Annotated[Path | None, typer.Option(
+        help="Frames go to OUT_DIR/<collection>/<split>.parquet [features/frames/<spec name>].")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Exact frame path, for one collection and one split.")] = None,
+    skip_bad: Annotated[bool, typer.Option(help="Leave out bad files and list them, "
+                                           "instead of stopping at the first.")] = False,
+) -> None:
+    """Featurize graph files into parquet frames, one per collection and split."""
+    from xlarank.features.spec import load_feature_spec
+    from xlarank.frame import featurize_files
+
+    with _user_errors():
+        feature_spec = load_feature_spec(spec)
+        splits = list(SPLITS) if split == "all" else [split]
+        jobs = [(c, s, split_files(data, c, s)) for c in _collections(collection) for s in splits]
+        jobs = [j for j in jobs if j[2]]
+        if not jobs:
+            raise XlarankError(f"{data}: no npz files for collection {collection}, split {split}")
+        if out is not None and len(jobs) != 1:
+            raise XlarankError("--out names one frame: give one --collection and one --split")
+        base = out_dir or Path("features/frames") / feature_spec.name
+        for c, s, files in jobs:
+            target = out or base / c.slug / f"{s}.parquet"
+            with _progress(f"{c.slug}/{s}", len(files)) as tick:
+                rows, skipped = featurize_files(files, target, c, s, feature_spec,
+                                                skip_bad=skip_bad, on_file=tick)
+            console.print(f"{c.slug}/{s}: {len(files) - len(skipped)} graphs, {rows} configs "
+                      f"-> {target}")
+            for line in skipped:
+                err_console.print(f"[yellow]skipped[/yellow] {line}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def train(
+    frame: Annotated[Path, typer.Argument(help="Training frame (parquet from featurize).")],
+    spec: Annotated[Path, typer.Option(help="Booster spec TOML (models/*.toml).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Model directory to write.")],
+    valid: Annotated[Path | None, typer.Option(help="Validation frame; its metrics go "
+                                               "into the model card.")] = None,
+    threads: Annotated[int, typer.Option(help="Booster threads; 0 lets it choose.")] = 0,
+) -> None:
+    """Train a ranker on one collection's frame and save it with its card."""
+    from xlarank.evaluate import per_graph_metrics, summarize
+    from xlarank.frame import read_frame
+    from xlarank.rank.model import load_ranker_spec, train_ranker
+
+    with _user_errors():
+        ranker_spec = load_ranker_spec(spec)
+        table, meta = read_frame(frame)
+        with err_console.status(f"training {ranker_spec.library} {ranker_spec.objective} on {frame}"):
+            ranker = train_ranker(table, meta, ranker_spec, threads=threads)
+        if valid is not None:
+            valid_table, valid_meta = read_frame(valid)
+            ranker.check_frame(valid_meta, str(valid))
+            metrics = per_graph_metrics(valid_table, ranker.predict(valid_table),
+                                        get_collection(meta.collection).is_tile)
+            ranker.card["validation"] = {"frame": str(valid), **summarize(metrics)}
+        ranker.save(out_dir)
+    console.print(f"trained {ranker_spec.name} on {meta.collection} "
+              f"({ranker.card['training_data']['graphs']} graphs) -> {out_dir}")
+
+
+@app.command()
+def evaluate(
+    frame: Annotated[Path, typer.Argument(help="Labelled frame (e.g. valid split).")],
+    model: Annotated[Path | None, typer.Option(help="Model directory.")] = None,
+    random_order: Annotated[bool, typer.Option("--random", help="Score a random order "
+                                               "instead of a model (the floor).")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of --random.")] = 0,
+    eval_indices: Annotated[Path | None, typer.Option(help="Official eval_indices JSON.")] = None,
+    out_csv: Annotated[Path | None, typer.Option("--out", help="Per-graph metrics CSV; a "
+                                                 "summary JSON is written beside it.")] = None,
+    name: Annotated[str | None, typer.Option(help="Run name in the summary.")] = None,
+) -> None:
+    """Per-graph and mean metrics: Kendall tau and OPA (layout), slowdown@K (tile)."""
+    from xlarank.atomic import write_text_atomic
+    from xlarank.evaluate import (headline_metric, load_eval_indices, per_graph_metrics,
+                                  random_scores, summarize)
+    from xlarank.frame import read_frame
+    from xlarank.rank.model import load_ranker
+
+    with _user_errors():
+        if (model is None) == (not random_order):
+            raise XlarankError("give exactly one of --model DIR or --random")
+        table, meta = read_frame(frame)
+        is_tile = get_collection(meta.collection).is_tile
+        if model is not None:
+            ranker = load_ranker(model)
+            ranker.check_frame(meta, str(frame))
+            scores = ranker.predict(table)
+        else:
+            scores = random_scores(table, seed)
+        indices = load_eval_indices(eval_indices) if eval_indices else None
+        per_graph = per_graph_metrics(table, scores, is_tile, indices)
+        summary = summarize(per_graph)
+        run = name or (model.parent.name if model is not None else "random")
+        record = {"run": run, "collection": meta.collection, "split": meta.split,
+                  "frame": str(frame), "model": str(model) if model else None,
+                  "headline": headline_metric(is_tile), **summary}
+        if out_csv is not None:
+            from xlarank.atomic import atomic_path
+
+            with atomic_path(out_csv) as tmp:
+                per_graph.to_csv(tmp, index=False)
+            write_text_atomic(out_csv.with_suffix(".summary.json"),
+                              json.dumps(record, indent=2) + "\n")
+    grid = Table(title=f"{run} on {meta.collection} {meta.split} ({int(summary['graphs'])} graphs)")
+    grid.add_column("metric")
+    grid.add_column("mean", justify="right")
+    for key, value in summary.items():
+        if key != "graphs":
+            grid.add_row(key, f"{value:.4f}")
+    console.print(grid)
+
+
+@app.command()
+def compare(
+    reports: Annotated[Path, typer.Argument(help="Folder searched for *.summary.json.")] = Path("reports"),
+    out_csv: Annotated[Path | None, typer.Option("--out", help="Table as CSV.")] = None,
+) -> None:
+    """Table of each collection's headline metric across runs (models, random, baseline)."""
+    import pandas as pd
+
+    from xlarank.atomic import atomic_path
+
+    with _user_errors():
+        records = [json.loads(p.read_text()) for p in sorted(reports.rglob("*.summary.json"))]
+        if not records:
+            raise XlarankError(f"{reports}: no *.summary.json (run 'xlarank evaluate --out')")
+        table = pd.DataFrame(records)
+        table["value"] = [r[r["headline"]] for r in records]
+        wide = table.pivot_table(index=["collection", "headline"], columns="run",
+                                 values="value", aggfunc="first")
+        order = [c.id for c in COLLECTIONS if c.id in wide.index.get_level_values(0)]
+        wide = wide.reindex(order, level=0)
+        if out_csv is not None:
+            with atomic_path(out_csv) as tmp:
+                wide.to_csv(tmp)
+    grid = Table(title="headline metric per collection (higher is better)")
+    grid.add_column("collection")
+    grid.add_column("metric")
+    for run in wide.columns:
+        grid.add_column(str(run), justify="right")
+    for (coll, metric), row in wide.iterrows():
+        grid.add_row(coll, "1 - slowdown@5" if metric == "score" else "Kendall tau",
+                     *[f"{v:.4f}" for v in row])
+    console.print(grid)
+
+
+@app.command()
+def score(
+    inputs: Annotated[list[Path], typer.Argument(help="npz files or folders of them.")],
+    models: Annotated[Path, typer.Option(help="A model directory or a folder of them "
+                                         "(one per collection).")],
+    out_csv: Annotated[Path, typer.Option("--out", help="CSV to write.")],
+    top: Annotated[int | None, typer.Option(help="Keep the K best configs per file.")] = None,
+    collection: Annotated[str | None, typer.Option(help="Collection of files kept outside "
+                                                   "the official layout.")] = None,
+    skip_bad: Annotated[bool, typer.Option(help="Leave out bad files and list them.")] = False,
+) -> None:
+    """Rank every config of each file, best first: file, rank, config_index, score."""
+    from xlarank.score import load_rankers, score_files
+
+    with _user_errors():
+        files = [p for i in inputs for p in (sorted(i.rglob("*.npz")) if i.is_dir() else [i])]
+        if not files:
+            raise XlarankError("no npz files among the inputs")
+        rankers = load_rankers(models)
+        chosen = get_collection(collection) if collection else None
+        with _progress("score", len(files)) as tick:
+            rows, skipped = score_files(files, rankers, out_csv, chosen, top, skip_bad, tick)
+    for line in skipped:
+        err_console.print(f"[yellow]skipped[/yellow] {line}", highlight=False, soft_wrap=True)
+    console.print(f"scored {len(files) - len(skipped)} files, {rows} rows -> {out_csv}")
+
+
+@app.command()
+def submit(
+    data: Annotated[Path, typer.Argument(help="Dataset root holding the five test folders.")],
+    models: Annotated[Path, typer.Option(help="Folder of model directories, one per collection.")],
+    out_csv: Annotated[Path, typer.Option("--out", help="Submission CSV.")] = Path("submission.csv"),
+) -> None:
+    """Write the competition CSV (ID,TopConfigs): top 5 for tile, full order for layout."""
+    from xlarank.score import load_rankers, submission_files, write_submission
+
+    with _user_errors():
+        rankers = load_rankers(models)
+        with _progress("submit", len(submission_files(data))) as tick:
+            n = write_submission(data, rankers, out_csv, on_file=tick)
+    console.print(f"wrote {n} IDs -> {out_csv}")

@@ -1,0 +1,230 @@
+"""Typed TpuGraphs records and the validating reader.
+
+Every array keeps the real files' dtype (FORMAT.md), except a layout file's
+``node_config_feat``: its values are small integers (-1..5), held as int8, which is four
+times smaller than the float32 on disk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from xlarank.data.collections import Collection, locate
+from xlarank.data.npzstream import NpzStream
+from xlarank.errors import BadGraphError
+
+N_NODE_FEATURES = 140
+N_TILE_CONFIG_FEATURES = 24
+N_LAYOUT_CONFIG_FEATURES = 18
+MAX_OPCODE = 120
+# Configs are streamed in blocks of this many bytes of float32 (about 64 MiB).
+CONFIG_BLOCK_BYTES = 64 << 20
+
+TILE_KEYS = ("node_feat", "node_opcode", "edge_index", "config_feat", "config_runtime",
+             "config_runtime_normalizers")
+LAYOUT_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids",
+               "node_config_feat", "config_runtime", "node_splits")
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """What tile and layout files share.
+
+    node_feat: float32 (n_nodes, 140); node_opcode: uint8 (n_nodes,);
+    edge_index: int64 (n_edges, 2), row [u, v] meaning node u consumes node v's output;
+    config_runtime: int64 (n_configs,) in ns, all zero in the test split.
+    """
+
+    path: Path
+    graph_id: str
+    collection: Collection | None
+    split: str | None
+    node_feat: np.ndarray = field(repr=False)
+    node_opcode: np.ndarray = field(repr=False)
+    edge_index: np.ndarray = field(repr=False)
+    config_runtime: np.ndarray = field(repr=False)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_opcode)
+
+    @property
+    def n_configs(self) -> int:
+        return len(self.config_runtime)
+
+    @property
+    def labelled(self) -> bool:
+        """False for the test split, whose runtimes are all zero."""
+        return bool(self.config_runtime.any())
+
+
+@dataclass(frozen=True, eq=False)
+class TileGraph(Graph):
+    """One fused kernel and its tile configs.
+
+    config_feat: float32 (n_configs, 24); config_runtime_normalizers: int64 (n_configs,).
+    """
+
+    config_feat: np.ndarray = field(repr=False, default=None)
+    config_runtime_normalizers: np.ndarray = field(repr=False, default=None)
+
+    @property
+    def normalized_runtime(self) -> np.ndarray:
+        """float64 (n_configs,): runtime / normalizer, the tile ranking target."""
+        return self.config_runtime / self.config_runtime_normalizers
+
+
+@dataclass(frozen=True, eq=False)
+class LayoutGraph(Graph):
+    """One whole program and its layout configs.
+
+    node_config_ids: int64 (n_configurable,); node_config_feat: int8
+    (n_configs, n_configurable, 18), or None when loaded with ``configs=False``;
+    node_splits: int64 (n_computations,).
+    """
+
+    node_config_ids: np.ndarray = field(repr=False, default=None)
+    node_config_feat: np.ndarray | None = field(repr=False, default=None)
+    node_splits: np.ndarray = field(repr=False, default=None)
+
+    @property
+    def n_configurable(self) -> int:
+        return len(self.node_config_ids)
+
+
+def load_graph(path: str | Path, collection: Collection | None = None,
+               configs: bool = True) -> TileGraph | LayoutGraph:
+    """Read and validate one TpuGraphs npz file.
+
+    The collection and split come from the official directory layout; ``collection``
+    overrides it for files kept elsewhere. ``configs=False`` skips a layout file's config
+    tensor (only its header is checked). Raises `BadGraphError` naming the file and fault.
+    """
+    path = Path(path)
+    located, split = locate(path)
+    collection = collection or located
+    with NpzStream(path) as npz:
+        is_tile = "config_feat" in npz.keys
+        if collection is not None and collection.is_tile != is_tile:
+            kind = "tile" if is_tile else "layout"
+            raise BadGraphError(path, f"holds a {kind} graph but sits in collection {collection}")
+        keys = TILE_KEYS if is_tile else LAYOUT_KEYS
+        missing = [k for k in keys if k not in npz.keys]
+        if missing:
+            raise BadGraphError(path, f"missing array(s) {', '.join(missing)}")
+        arrays = {k: npz.read(k) for k in keys if k != "node_config_feat"}
+        common = _check_common(path, arrays)
+        base = dict(path=path, graph_id=path.stem, collection=collection, split=split, **common)
+        if is_tile:
+            return TileGraph(**base, **_check_tile(path, arrays, len(common["config_runtime"])))
+        layout = _check_layout(path, arrays, common["node_opcode"].shape[0])
+        layout["node_config_feat"] = _read_layout_configs(
+            path, npz, common["config_runtime"].shape[0], len(layout["node_config_ids"]), configs)
+        return LayoutGraph(**base, **layout)
+
+
+def _fail(path: Path, fault: str) -> None:
+    raise BadGraphError(path, fault)
+
+
+def _as_int(path: Path, key: str, a: np.ndarray, dtype) -> np.ndarray:
+    if a.dtype.kind not in "iu":
+        if a.dtype.kind != "f" or not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
+            _fail(path, f"{key}: expected integers, got {a.dtype}")
+    return a.astype(dtype, copy=False)
+
+
+def _check_common(path: Path, a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    node_feat = a["node_feat"]
+    if node_feat.ndim != 2 or node_feat.shape[1] != N_NODE_FEATURES:
+        _fail(path, f"node_feat: shape {node_feat.shape}, expected (n_nodes, {N_NODE_FEATURES})")
+    n = node_feat.shape[0]
+    if n == 0:
+        _fail(path, "node_feat: the graph has no nodes")
+    if node_feat.dtype.kind not in "fiu":
+        _fail(path, f"node_feat: dtype {node_feat.dtype}, expected float32")
+    node_feat = node_feat.astype(np.float32, copy=False)
+    if not np.all(np.isfinite(node_feat)):
+        _fail(path, "node_feat: holds NaN or infinite values")
+    opcode = a["node_opcode"]
+    if opcode.shape != (n,):
+        _fail(path, f"node_opcode: shape {opcode.shape}, expected ({n},) to match node_feat")
+    opcode = _as_int(path, "node_opcode", opcode, np.int64)
+    if opcode.min() < 0 or opcode.max() > MAX_OPCODE:
+        _fail(path, f"node_opcode: ids must lie in 0..{MAX_OPCODE}, found "
+                    f"{opcode.min()}..{opcode.max()}")
+    edges = a["edge_index"]
+    if edges.size == 0:
+        edges = edges.reshape(0, 2)
+    if edges.ndim != 2 or edges.shape[1] != 2:
+        _fail(path, f"edge_index: shape {edges.shape}, expected (n_edges, 2)")
+    edges = _as_int(path, "edge_index", edges, np.int64)
+    if edges.size and (edges.min() < 0 or edges.max() >= n):
+        _fail(path, f"edge_index: node ids must lie in 0..{n - 1}, found "
+                    f"{edges.min()}..{edges.max()}")
+    runtime = a["config_runtime"]
+    if runtime.ndim != 1:
+        _fail(path, f"config_runtime: shape {runtime.shape}, expected (n_configs,)")
+    runtime = _as_int(path, "config_runtime", runtime, np.int64)
+    if runtime.size and runtime.min() < 0:
+        _fail(path, "config_runtime: negative runtime")
+    return dict(node_feat=node_feat, node_opcode=opcode.astype(np.uint8),
+                edge_index=edges, config_runtime=runtime)
+
+
+def _check_tile(path: Path, a: dict[str, np.ndarray], c: int) -> dict[str, np.ndarray]:
+    config_feat = a["config_feat"]
+    if config_feat.shape != (c, N_TILE_CONFIG_FEATURES):
+        _fail(path, f"config_feat: shape {config_feat.shape}, expected ({c}, "
+                    f"{N_TILE_CONFIG_FEATURES}) to match config_runtime")
+    if config_feat.dtype.kind not in "fiu" or not np.all(np.isfinite(config_feat)):
+        _fail(path, "config_feat: holds NaN, infinite or non-numeric values")
+    norm = a["config_runtime_normalizers"]
+    if norm.shape != (c,):
+        _fail(path, f"config_runtime_normalizers: shape {norm.shape}, expected ({c},)")
+    norm = _as_int(path, "config_runtime_normalizers", norm, np.int64)
+    if norm.size and norm.min() <= 0:
+        _fail(path, "config_runtime_normalizers: must be positive")
+    return dict(config_feat=config_feat.astype(np.float32, copy=False),
+                config_runtime_normalizers=norm)
+
+
+def _check_layout(path: Path, a: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    ids = a["node_config_ids"]
+    if ids.ndim != 1:
+        _fail(path, f"node_config_ids: shape {ids.shape}, expected (n_configurable,)")
+    ids = _as_int(path, "node_config_ids", ids, np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        _fail(path, f"node_config_ids: node ids must lie in 0..{n - 1}, found "
+                    f"{ids.min()}..{ids.max()}")
+    if len(np.unique(ids)) != len(ids):
+        _fail(path, "node_config_ids: a node is listed twice")
+    splits = _as_int(path, "node_splits", a["node_splits"], np.int64).reshape(-1)
+    return dict(node_config_ids=ids, node_splits=splits)
+
+
+def _read_layout_configs(path: Path, npz: NpzStream, c: int, nc: int,
+                         load: bool) -> np.ndarray | None:
+    """int8 (c, nc, 18), read block by block so the float32 original is never whole."""
+    shape, dtype = npz.header("node_config_feat")
+    if shape != (c, nc, N_LAYOUT_CONFIG_FEATURES):
+        _fail(path, f"node_config_feat: shape {shape}, expected ({c}, {nc}, "
+                    f"{N_LAYOUT_CONFIG_FEATURES}) to match config_runtime and node_config_ids")
+    if dtype.kind not in "fiu":
+        _fail(path, f"node_config_feat: dtype {dtype}, expected float32")
+    if not load:
+        return None
+    out = np.empty(shape, dtype=np.int8)
+    rows = max(1, CONFIG_BLOCK_BYTES // max(1, nc * N_LAYOUT_CONFIG_FEATURES * 4))
+    start = 0
+    for block in npz.iter_rows("node_config_feat", rows):
+        if not np.all(np.isfinite(block)) or np.any(block != np.round(block)):
+            _fail(path, "node_config_feat: holds NaN, infinite or fractional values")
+        if block.size and (block.min() < -1 or block.max() > 5):
+            _fail(path, "node_config_feat: layout values must lie in -1..5 (dimension ids)")
+        out[start : start + len(block)] = block
+        start += len(block)
+    return out

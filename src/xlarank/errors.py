@@ -1,0 +1,31 @@
+"""The exceptions xlarank raises for problems a user can fix.
+
+The CLI turns every `XlarankError` into one line on stderr and exit code 2; anything else
+is a bug in xlarank and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class XlarankError(Exception):
+    """Base class: a problem with the user's input, not with xlarank."""
+
+
+class BadGraphError(XlarankError):
+    """A TpuGraphs file that cannot be read or breaks the format (FORMAT.md)."""
+
+    def __init__(self, path: str | Path, fault: str):
+        self.path = Path(path)
+        self.fault = fault
+        super().__init__(f"{path}: {fault}")
+
+
+class SpecError(XlarankError):
+    """A feature spec or booster spec that is missing or malformed."""
+
+
+class MismatchError(XlarankError):
+    """Artifacts that do not belong together: a model and a frame of another feature spec,
+    another collection, or a frame without runtimes given to training."""

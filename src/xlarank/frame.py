@@ -1,0 +1,144 @@
+"""Frames: feature blocks of many graphs as one parquet file, rows contiguous per graph.
+
+The parquet schema metadata holds, under the key ``xlarank``, a JSON record of the
+feature spec (name, hash, families), the collection, the split, the feature names and the
+writer's version, so a frame says what it is without its file name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from xlarank import __version__
+from xlarank.atomic import atomic_path
+from xlarank.data.collections import Collection
+from xlarank.data.graph import load_graph
+from xlarank.errors import BadGraphError, MismatchError, XlarankError
+from xlarank.features.build import KEY_COLUMNS, featurize_graph, feature_names
+from xlarank.features.spec import FEATURE_SCHEMA_VERSION, FeatureSpec
+
+META_KEY = b"xlarank"
+
+
+@dataclass(frozen=True)
+class FrameMeta:
+    collection: str
+    split: str | None
+    spec: dict
+    feature_names: list[str]
+    skipped: list[str] = field(default_factory=list)
+    xlarank_version: str = __version__
+
+    @property
+    def spec_hash(self) -> str:
+        return self.spec["hash"]
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, sort_keys=True)
+
+
+def _schema(names: list[str]) -> pa.Schema:
+    fields = [pa.field("graph_id", pa.string()), pa.field("config_index", pa.int32()),
+              pa.field("runtime", pa.int64()), pa.field("normalizer", pa.int64())]
+    return pa.schema(fields + [pa.field(n, pa.float32()) for n in names])
+
+
+def write_frame(path: str | Path, blocks: Iterable[pd.DataFrame], collection: Collection,
+                split: str | None, spec: FeatureSpec,
+                skipped: Iterable[str] = ()) -> int:
+    """Write feature blocks (one per graph) to a parquet frame, one row group per block.
+
+    Blocks are consumed one at a time, so the frame never has to fit in memory. The file
+    appears at ``path`` only when complete. ``skipped`` is read after the blocks, so a list
+    that a block generator fills with the files it skipped can be passed. Returns the rows.
+    """
+    names = feature_names(spec, collection.is_tile)
+    schema = _schema(names)
+    rows = 0
+    with atomic_path(path) as tmp:
+        with pq.ParquetWriter(tmp, schema) as writer:
+            for block in blocks:
+                writer.write_table(pa.Table.from_pandas(block, schema=schema,
+                                                        preserve_index=False))
+                rows += len(block)
+            meta = FrameMeta(collection=collection.id, split=split, spec=spec.to_dict(),
+                             feature_names=names, skipped=[str(s) for s in skipped])
+            # Footer metadata is written at close, so it can name what was skipped.
+            writer.add_key_value_metadata({META_KEY: meta.to_json().encode()})
+    return rows
+
+
+def read_meta(path: str | Path) -> FrameMeta:
+    """The metadata of a frame, without reading its rows."""
+    path = Path(path)
+    try:
+        raw = pq.read_metadata(path).metadata or {}
+    except FileNotFoundError:
+        raise XlarankError(f"{path}: frame not found") from None
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise XlarankError(f"{path}: not a readable parquet frame ({exc})") from None
+    if META_KEY not in raw:
+        raise XlarankError(f"{path}: parquet file without xlarank metadata; "
+                           "make frames with 'xlarank featurize'")
+    meta = FrameMeta(**json.loads(raw[META_KEY]))
+    if meta.spec.get("schema") != FEATURE_SCHEMA_VERSION:
+        raise MismatchError(f"{path}: frame of feature schema {meta.spec.get('schema')}, "
+                            f"this xlarank reads {FEATURE_SCHEMA_VERSION}; featurize again")
+    return meta
+
+
+def read_frame(path: str | Path) -> tuple[pd.DataFrame, FrameMeta]:
+    """A frame's rows and metadata; rows stay contiguous per graph, in file order."""
+    meta = read_meta(path)
+    frame = pq.read_table(path).to_pandas()
+    return frame, meta
+
+
+def group_sizes(frame: pd.DataFrame) -> np.ndarray:
+    """int64 (n_graphs,): rows per graph, in order; the frame's graphs must be contiguous."""
+    ids = frame["graph_id"].to_numpy()
+    if len(ids) == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    sizes = np.diff(np.r_[starts, len(ids)])
+    if len(starts) != len(pd.unique(ids)):
+        raise XlarankError("frame rows are not contiguous per graph")
+    return sizes
+
+
+
+
+def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Collection,
+                    split: str | None, spec: FeatureSpec, skip_bad: bool = False,
+                    on_file: Callable[[Path], None] | None = None) -> tuple[int, list[str]]:
+    """Load, featurize and write many graph files of one collection as one frame.
+
+    A bad file raises `BadGraphError` (nothing is written), unless ``skip_bad``: then it is
+    left out and named in the result and in the frame's metadata. Returns (rows, skipped).
+    """
+    skipped: list[str] = []
+
+    def blocks() -> Iterator[pd.DataFrame]:
+        for path in paths:
+            path = Path(path)
+            try:
+                graph = load_graph(path, collection=collection)
+            except BadGraphError as exc:
+                if not skip_bad:
+                    raise
+                skipped.append(str(exc))
+            else:
+                yield featurize_graph(graph, spec)
+            if on_file:
+                on_file(path)
+
+    rows = write_frame(out, blocks(), collection, split, spec, skipped)
+    return rows, skipped

@@ -1,0 +1,184 @@
+"""Kernels that turn configs into per-config feature rows."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+# Output columns of layout_config_joined, in order.
+LAYOUT_JOINED_NAMES = (
+    "default_out_frac",         # share of configurable nodes keeping the default output layout
+    "default_out_bytes_frac",   # the same, weighted by output bytes
+    "minor_unaligned_log_bytes",   # log1p bytes of outputs whose minor dim % 128 != 0
+    "second_unaligned_log_bytes",  # log1p bytes of outputs whose second-minor dim % 8 != 0
+    "pad_ratio_mean",           # bytes-weighted mean of (padded / real) output size
+    "pad_waste_log_bytes",      # log1p of sum of bytes * (pad ratio - 1)
+    "pad_waste_max_log_bytes",  # log1p of the largest single node's padding waste
+    "relayout_log_bytes",       # log1p bytes of operands read in another layout than made
+    "relayout_count",           # how many operand reads need such a relayout
+    "relayout_max_log_bytes",   # log1p of the largest single relayout
+)
+
+
+@njit(cache=True)
+def _tile_pad(size, multiple):
+    if size <= 0:
+        return 1.0
+    return np.ceil(size / multiple) * multiple / size
+
+
+@njit(cache=True, parallel=True)
+def layout_config_means(configs):
+    """float32 (n_configs, 18): mean over configurable nodes of each config column.
+
+    configs: int8 (n_configs, n_configurable, 18). Zero when there is no configurable node.
+    """
+    c, nc, k = configs.shape
+    out = np.zeros((c, k), dtype=np.float32)
+    for i in prange(c):
+        for j in range(nc):
+            for f in range(k):
+                out[i, f] += configs[i, j, f]
+        if nc > 0:
+            for f in range(k):
+                out[i, f] /= nc
+    return out
+
+
+@njit(cache=True, parallel=True)
+def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
+                         operand_info):
+    """float32 (n_configs, 10): each config's layouts joined with the graph's tensors.
+
+    configs: int8 (n_configs, nc, 18) output / input / kernel layouts, minor-to-major;
+    dims: int64 (nc, 6) output dims of each configurable node;
+    node_bytes: float64 (nc,) output bytes of each configurable node;
+    default_layout: int8 (nc, 6) default output layout, -1 past the rank;
+    operand_pos: int64 (nc, 2) for the first (input) and second (kernel) operand, its index
+    among configurable nodes, -1 if it is not configurable, -2 if there is no operand;
+    operand_info: float64 (nc, 2, 7) per operand its bytes then its default layout (6).
+    Columns are named by LAYOUT_JOINED_NAMES.
+    """
+    c, nc, _ = configs.shape
+    out = np.zeros((c, 10), dtype=np.float32)
+    total_bytes = 0.0
+    for j in range(nc):
+        total_bytes += node_bytes[j]
+    for i in prange(c):
+        n_default = 0.0
+        default_bytes = 0.0
+        minor_bad = 0.0
+        second_bad = 0.0
+        pad_sum = 0.0
+        waste = 0.0
+        waste_max = 0.0
+        relayout = 0.0
+        relayout_n = 0.0
+        relayout_max = 0.0
+        for j in range(nc):
+            same = True
+            for s in range(6):
+                if configs[i, j, s] != default_layout[j, s]:
+                    same = False
+            if same:
+                n_default += 1.0
+                default_bytes += node_bytes[j]
+            minor_id = configs[i, j, 0]
+            second_id = configs[i, j, 1]
+            minor = dims[j, minor_id] if minor_id >= 0 else 1
+            second = dims[j, second_id] if second_id >= 0 else 1
+            if minor % 128 != 0:
+                minor_bad += node_bytes[j]
+            if second % 8 != 0:
+                second_bad += node_bytes[j]
+            ratio = _tile_pad(minor, 128) * _tile_pad(second, 8)
+            pad_sum += ratio * node_bytes[j]
+            node_waste = node_bytes[j] * (ratio - 1.0)
+            waste += node_waste
+            if node_waste > waste_max:
+                waste_max = node_waste
+            for slot in range(2):
+                pos = operand_pos[j, slot]
+                if pos == -2 or configs[i, j, 6 + 6 * slot] < 0:
+                    continue
+                differs = False
+                for s in range(6):
+                    read = configs[i, j, 6 + 6 * slot + s]
+                    if pos >= 0:
+                        made = configs[i, pos, s]
+                    else:
+                        made = operand_info[j, slot, 1 + s]
+                    if read != made:
+                        differs = True
+                if differs:
+                    b = operand_info[j, slot, 0]
+                    relayout += b
+                    relayout_n += 1.0
+                    if b > relayout_max:
+                        relayout_max = b
+        if nc > 0:
+            out[i, 0] = n_default / nc
+        if total_bytes > 0:
+            out[i, 1] = default_bytes / total_bytes
+            out[i, 4] = pad_sum / total_bytes
+        out[i, 2] = np.log1p(minor_bad)
+        out[i, 3] = np.log1p(second_bad)
+        out[i, 5] = np.log1p(waste)
+        out[i, 6] = np.log1p(waste_max)
+        out[i, 7] = np.log1p(relayout)
+        out[i, 8] = relayout_n
+        out[i, 9] = np.log1p(relayout_max)
+    return out
+
+
+# Output columns of tile_config_joined, in order.
+TILE_JOINED_NAMES = (
+    "pad_ratio",        # padded output elements / real output elements
+    "log_tiles",        # log of the number of tiles
+    "log_tile_bytes",   # log of one output tile's bytes
+    "lane_pad",         # minor tile dim padded to 128 / itself
+    "sublane_pad",      # second-minor tile dim padded to 8 / itself
+    "tile_frac",        # tile elements / output elements
+)
+
+
+@njit(cache=True)
+def tile_config_joined(config_feat, out_dims, element_bytes):
+    """float32 (n_configs, 6): tile sizes against the kernel's output shape.
+
+    config_feat: float32 (n_configs, 24), output bounds in columns 8-13;
+    out_dims: int64 (6,) the output shape, zero past the rank; element_bytes: output bytes
+    per element. Columns are named by TILE_JOINED_NAMES.
+    """
+    c = config_feat.shape[0]
+    rank = 0
+    for d in range(6):
+        if out_dims[d] > 0:
+            rank = d + 1
+    out = np.zeros((c, 6), dtype=np.float32)
+    for i in range(c):
+        padded = 1.0
+        real = 1.0
+        tiles = 1.0
+        elems = 1.0
+        minor = 1.0
+        second = 1.0
+        for d in range(rank):
+            size = float(out_dims[d])
+            t = config_feat[i, 8 + d]
+            if t < 1.0:
+                t = size  # an unset bound covers the whole dim
+            n = np.ceil(size / t)
+            tiles *= n
+            padded *= n * t
+            real *= size
+            elems *= t
+            second = minor
+            minor = t
+        out[i, 0] = padded / real
+        out[i, 1] = np.log(tiles)
+        out[i, 2] = np.log(elems * element_bytes)
+        out[i, 3] = _tile_pad(minor, 128)
+        out[i, 4] = _tile_pad(second, 8)
+        out[i, 5] = elems / real
+    return out

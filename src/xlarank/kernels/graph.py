@@ -1,0 +1,54 @@
+"""Kernels over a graph's nodes and edges."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def opcode_histogram(opcode, n_bins):
+    """int64 (n_bins,): how many nodes carry each opcode id; opcode: uint8 (n_nodes,)."""
+    counts = np.zeros(n_bins, dtype=np.int64)
+    for i in range(opcode.shape[0]):
+        counts[opcode[i]] += 1
+    return counts
+
+
+@njit(cache=True)
+def csr_by_row(src, dst, n_nodes):
+    """Group edges by source node, keeping their file order within a node.
+
+    src, dst: int64 (n_edges,). Returns indptr int64 (n_nodes + 1,) and indices int64
+    (n_edges,): the neighbours of node i are indices[indptr[i]:indptr[i + 1]]. Called with
+    (consumer, producer) it lists each node's operands in operand order.
+    """
+    indptr = np.zeros(n_nodes + 1, dtype=np.int64)
+    for e in range(src.shape[0]):
+        indptr[src[e] + 1] += 1
+    for i in range(n_nodes):
+        indptr[i + 1] += indptr[i]
+    fill = indptr[:-1].copy()
+    indices = np.empty(src.shape[0], dtype=np.int64)
+    for e in range(src.shape[0]):
+        indices[fill[src[e]]] = dst[e]
+        fill[src[e]] += 1
+    return indptr, indices
+
+
+@njit(cache=True)
+def column_mean_max(values):
+    """float64 (2, k): per column mean and max of values float64 (n, k), n >= 1."""
+    n, k = values.shape
+    out = np.zeros((2, k), dtype=np.float64)
+    for j in range(k):
+        out[1, j] = values[0, j]
+    for i in range(n):
+        for j in range(k):
+            v = values[i, j]
+            out[0, j] += v
+            if v > out[1, j]:
+                out[1, j] = v
+    for j in range(k):
+        out[0, j] /= n
+    return out

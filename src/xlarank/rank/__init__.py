@@ -1,0 +1,1 @@
+"""Labels from runtimes, booster specs, training, saved models."""

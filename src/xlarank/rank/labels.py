@@ -1,0 +1,38 @@
+"""Relevance labels from runtimes, within each graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+# LightGBM's default label_gain has 31 entries, so grades run 0..30.
+N_GRADES = 31
+
+
+def ranking_target(frame: pd.DataFrame, is_tile: bool) -> np.ndarray:
+    """float64 (n_rows,): what is ranked, smaller is better.
+
+    Tile: runtime / normalizer. Layout: the runtime itself (exact in float64 below 2^53 ns).
+    """
+    runtime = frame["runtime"].to_numpy(dtype=np.float64)
+    return runtime / frame["normalizer"].to_numpy(dtype=np.float64) if is_tile else runtime
+
+
+def relevance_grades(target: np.ndarray, group_sizes: np.ndarray,
+                     n_grades: int = N_GRADES) -> np.ndarray:
+    """int32 (n_rows,): quantile grades within each graph, n_grades - 1 for the fastest.
+
+    grade = floor(n_grades * (share of the graph's configs strictly slower than this one)),
+    capped at n_grades - 1. Equal runtimes get equal grades, and every graph spreads over
+    the whole grade range whatever its size, so large and small graphs weigh alike.
+    """
+    grades = np.empty(len(target), dtype=np.int32)
+    start = 0
+    for size in group_sizes:
+        t = target[start:start + size]
+        slower = size - np.searchsorted(np.sort(t), t, side="right")
+        share = slower / max(size - 1, 1)
+        grades[start:start + size] = np.minimum((share * n_grades).astype(np.int32),
+                                                n_grades - 1)
+        start += size
+    return grades

@@ -1,0 +1,229 @@
+"""Booster specs, training and saved rankers.
+
+A saved ranker is a directory: the booster's native file (``model.txt`` for LightGBM,
+``model.json`` for XGBoost) and ``card.json``, which records the collection, the library
+and objective, the feature spec (name, hash, feature names), the seed, package versions,
+a summary of the training data and, when given, validation metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from xlarank import __version__
+from xlarank.atomic import atomic_path, write_text_atomic
+from xlarank.data.collections import get_collection
+from xlarank.errors import MismatchError, SpecError, XlarankError
+from xlarank.features.spec import FeatureSpec
+from xlarank.frame import FrameMeta, group_sizes
+from xlarank.rank.labels import N_GRADES, ranking_target, relevance_grades
+
+# Bump when the saved layout changes; a card of a higher format is refused.
+MODEL_FORMAT = 1
+OBJECTIVES = {
+    "lightgbm": ("lambdarank", "rank_xendcg"),
+    "xgboost": ("rank:ndcg", "rank:pairwise", "rank:map"),
+}
+# LightGBM refuses queries of more than 10,000 rows.
+MAX_GROUP_ROWS = 10_000
+
+
+@dataclass(frozen=True)
+class RankerSpec:
+    """How to train one ranker; read from ``models/*.toml``."""
+
+    name: str
+    features: str
+    library: str = "lightgbm"
+    objective: str = "lambdarank"
+    num_rounds: int = 200
+    max_configs_per_graph: int = 2000
+    seed: int = 0
+    params: dict = field(default_factory=dict)
+
+
+def load_ranker_spec(path: str | Path) -> RankerSpec:
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"{path}: booster spec not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML ({exc})") from None
+    raw.setdefault("name", path.stem)
+    try:
+        spec = RankerSpec(**raw)
+    except TypeError as exc:
+        raise SpecError(f"{path}: {exc}") from None
+    if spec.library not in OBJECTIVES:
+        raise SpecError(f"{path}: library must be one of {', '.join(OBJECTIVES)}")
+    if spec.objective not in OBJECTIVES[spec.library]:
+        raise SpecError(f"{path}: objective {spec.objective!r} is not one of "
+                        f"{', '.join(OBJECTIVES[spec.library])} for {spec.library}")
+    if not 2 <= spec.max_configs_per_graph <= MAX_GROUP_ROWS:
+        raise SpecError(f"{path}: max_configs_per_graph must lie in 2..{MAX_GROUP_ROWS}")
+    return spec
+
+
+def sample_configs(frame: pd.DataFrame, sizes: np.ndarray, limit: int,
+                   seed: int) -> np.ndarray:
+    """int64 row ids keeping at most ``limit`` random configs of each graph, in order."""
+    rng = np.random.default_rng(seed)
+    keep, start = [], 0
+    for size in sizes:
+        rows = np.arange(start, start + size)
+        keep.append(rows if size <= limit else np.sort(rng.choice(rows, limit, replace=False)))
+        start += size
+    return np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
+
+
+@dataclass
+class Ranker:
+    """A trained booster and its card; `predict` scores rows, higher means faster."""
+
+    card: dict
+    booster: object
+
+    @property
+    def feature_names(self) -> list[str]:
+        return self.card["features"]["names"]
+
+    @property
+    def feature_spec(self) -> FeatureSpec:
+        """The spec to featurize new graphs with; its hash is the one the model saw."""
+        spec = FeatureSpec(self.card["features"]["name"], tuple(self.card["features"]["families"]))
+        if spec.hash != self.card["features"]["hash"]:
+            raise MismatchError(f"model's feature spec (hash {self.card['features']['hash']}) "
+                                f"is not this xlarank's (hash {spec.hash}); retrain the model")
+        return spec
+
+    def check_frame(self, meta: FrameMeta, where: str = "frame") -> None:
+        """Refuse a frame of another feature spec or collection."""
+        if meta.spec_hash != self.card["features"]["hash"]:
+            raise MismatchError(
+                f"{where}: feature spec {meta.spec['name']!r} (hash {meta.spec_hash}) differs "
+                f"from the model's {self.card['features']['name']!r} "
+                f"(hash {self.card['features']['hash']}); featurize with the model's spec")
+        if meta.collection != self.card["collection"]:
+            raise MismatchError(f"{where}: collection {meta.collection}, but the model was "
+                                f"trained on {self.card['collection']}")
+
+    def predict(self, frame: pd.DataFrame) -> np.ndarray:
+        """float64 (n_rows,): one score per row of a frame holding the model's features."""
+        x = frame[self.feature_names].to_numpy(dtype=np.float32)
+        if self.card["library"] == "lightgbm":
+            return np.asarray(self.booster.predict(x), dtype=np.float64)
+        import xgboost as xgb
+
+        return np.asarray(self.booster.predict(xgb.DMatrix(x, feature_names=self.feature_names)),
+                          dtype=np.float64)
+
+    def save(self, directory: str | Path) -> Path:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        model_file = directory / self.card["model_file"]
+        with atomic_path(model_file) as tmp:
+            if self.card["library"] == "lightgbm":
+                self.booster.save_model(str(tmp))
+            else:
+                # XGBoost picks the format from the suffix, so keep it on the temporary name.
+                json_tmp = tmp.with_suffix(".json")
+                self.booster.save_model(str(json_tmp))
+                json_tmp.replace(tmp)
+        # The card goes last: a directory with a card has a complete model.
+        write_text_atomic(directory / "card.json", json.dumps(self.card, indent=2) + "\n")
+        return directory
+
+
+def load_ranker(directory: str | Path) -> Ranker:
+    directory = Path(directory)
+    try:
+        card = json.loads((directory / "card.json").read_text())
+    except FileNotFoundError:
+        raise XlarankError(f"{directory}: no trained model here (card.json missing); "
+                           "train one with 'xlarank train'") from None
+    except json.JSONDecodeError as exc:
+        raise XlarankError(f"{directory}/card.json: not valid JSON ({exc})") from None
+    if card.get("format", 0) > MODEL_FORMAT:
+        raise MismatchError(f"{directory}: model of format {card.get('format')} was written by "
+                            f"a newer xlarank ({card.get('versions', {}).get('xlarank')}); "
+                            f"this is {__version__}, which reads format {MODEL_FORMAT}")
+    model_file = directory / card["model_file"]
+    if card["library"] == "lightgbm":
+        import lightgbm as lgb
+
+        booster = lgb.Booster(model_file=str(model_file))
+    else:
+        import xgboost as xgb
+
+        booster = xgb.Booster()
+        booster.load_model(str(model_file))
+    return Ranker(card=card, booster=booster)
+
+
+def train_ranker(frame: pd.DataFrame, meta: FrameMeta, spec: RankerSpec,
+                 threads: int = 0) -> Ranker:
+    """Fit one booster on a frame; groups are graphs, labels are within-graph grades.
+
+    At most ``spec.max_configs_per_graph`` configs per graph are drawn (seeded) for
+    training. ``threads`` 0 lets the booster choose.
+    """
+    if meta.spec["name"] != spec.features:
+        raise MismatchError(f"frame has feature spec {meta.spec['name']!r}, booster spec "
+                            f"{spec.name!r} wants {spec.features!r}")
+    collection = get_collection(meta.collection)
+    sizes = group_sizes(frame)
+    if len(sizes) == 0:
+        raise XlarankError("the training frame has no rows")
+    if not (frame["runtime"].to_numpy() > 0).any():
+        raise MismatchError("the training frame has no runtimes (all zero: a test split?)")
+    rows = sample_configs(frame, sizes, spec.max_configs_per_graph, spec.seed)
+    train = frame.iloc[rows]
+    train_sizes = group_sizes(train)
+    labels = relevance_grades(ranking_target(train, collection.is_tile), train_sizes)
+    names = meta.feature_names
+    x = train[names].to_numpy(dtype=np.float32)
+    started = time.perf_counter()
+    if spec.library == "lightgbm":
+        import lightgbm as lgb
+
+        params = {"objective": spec.objective, "seed": spec.seed, "deterministic": True,
+                  "force_row_wise": True, "verbosity": -1, "num_threads": threads,
+                  "label_gain": list(range(N_GRADES)), **spec.params}
+        data = lgb.Dataset(x, label=labels, group=train_sizes, feature_name=names)
+        booster = lgb.train(params, data, num_boost_round=spec.num_rounds)
+        version, model_file = lgb.__version__, "model.txt"
+    else:
+        import xgboost as xgb
+
+        params = {"objective": spec.objective, "seed": spec.seed, "tree_method": "hist",
+                  "nthread": threads or None, **spec.params}
+        qid = np.repeat(np.arange(len(train_sizes)), train_sizes)
+        data = xgb.DMatrix(x, label=labels, qid=qid, feature_names=names)
+        booster = xgb.train({k: v for k, v in params.items() if v is not None}, data,
+                            num_boost_round=spec.num_rounds)
+        version, model_file = xgb.__version__, "model.json"
+    card = {
+        "format": MODEL_FORMAT,
+        "collection": collection.id,
+        "library": spec.library,
+        "objective": spec.objective,
+        "model_file": model_file,
+        "spec": asdict(spec),
+        "features": {**meta.spec, "names": names},
+        "training_data": {"split": meta.split, "graphs": int(len(sizes)), "rows": int(len(frame)),
+                          "rows_used": int(len(train)), "skipped_files": len(meta.skipped)},
+        "seed": spec.seed,
+        "train_seconds": round(time.perf_counter() - started, 3),
+        "versions": {"xlarank": __version__, spec.library: version,
+                     "numpy": np.__version__, "python": platform.python_version()},
+    }
+    return Ranker(card=card, booster=booster)
