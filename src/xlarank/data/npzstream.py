@@ -7,6 +7,7 @@ leading-axis rows at a time.
 
 from __future__ import annotations
 
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -17,7 +18,10 @@ import numpy as np
 from xlarank.errors import BadGraphError
 
 # Reading a damaged archive fails in many ways; all of them mean the same to a user.
-READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, KeyError)
+# numpy parses .npy headers as Python literals, so a damaged header can also raise
+# SyntaxError or tokenize.TokenError.
+READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, KeyError,
+               SyntaxError, tokenize.TokenError, OverflowError)
 
 
 class NpzStream:
@@ -107,6 +111,11 @@ class NpzStream:
             raise BadGraphError(self.path, f"{key}: not a valid .npy header ({exc})") from None
         if dtype.hasobject:
             raise BadGraphError(self.path, f"{key}: holds Python objects, expected numbers")
+        # The header must describe exactly the bytes stored, before anything is allocated.
+        stored = self._zip.getinfo(key + ".npy").file_size - stream.tell()
+        if int(np.prod(shape, dtype=np.float64)) * dtype.itemsize != stored:
+            raise BadGraphError(self.path, f"{key}: header says shape {tuple(shape)} of {dtype}, "
+                                           f"but {stored} bytes are stored")
         return tuple(shape), bool(fortran), dtype
 
     def _read_exact(self, key: str, stream, nbytes: int) -> bytes:

@@ -1,0 +1,104 @@
+"""Slow, obviously correct references for every Numba kernel (plain numpy/pandas/python)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+
+def opcode_histogram(opcode: np.ndarray, n_bins: int) -> np.ndarray:
+    return np.bincount(opcode.astype(np.int64), minlength=n_bins)
+
+
+def operands_by_node(src: np.ndarray, dst: np.ndarray, n_nodes: int) -> list[list[int]]:
+    """For each node, the dst of its edges in file order."""
+    table = pd.DataFrame({"src": src, "dst": dst})
+    grouped = table.groupby("src", sort=True)["dst"].apply(list).to_dict()
+    return [grouped.get(i, []) for i in range(n_nodes)]
+
+
+def column_mean_max(values: np.ndarray) -> np.ndarray:
+    return np.stack([values.mean(axis=0), values.max(axis=0)])
+
+
+def layout_config_means(configs: np.ndarray) -> np.ndarray:
+    if configs.shape[1] == 0:
+        return np.zeros((configs.shape[0], configs.shape[2]))
+    return configs.astype(np.float64).mean(axis=1)
+
+
+def _pad(size: float, multiple: int) -> float:
+    return 1.0 if size <= 0 else math.ceil(size / multiple) * multiple / size
+
+
+def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos, operand_info):
+    """Per config, per node, in plain Python; mirrors the kernel's documented meaning."""
+    c, nc, _ = configs.shape
+    out = np.zeros((c, 10))
+    total = float(sum(node_bytes))
+    for i in range(c):
+        layouts = configs[i]
+        keeps = [bool((layouts[j, :6] == default_layout[j]).all()) for j in range(nc)]
+        minor = [dims[j, layouts[j, 0]] if layouts[j, 0] >= 0 else 1 for j in range(nc)]
+        second = [dims[j, layouts[j, 1]] if layouts[j, 1] >= 0 else 1 for j in range(nc)]
+        ratio = [_pad(minor[j], 128) * _pad(second[j], 8) for j in range(nc)]
+        waste = [node_bytes[j] * (ratio[j] - 1) for j in range(nc)]
+        relayouts = []
+        for j in range(nc):
+            for slot in range(2):
+                pos = operand_pos[j, slot]
+                read = layouts[j, 6 + 6 * slot: 12 + 6 * slot]
+                if pos == -2 or read[0] < 0:
+                    continue
+                made = layouts[pos, :6] if pos >= 0 else operand_info[j, slot, 1:]
+                if not np.array_equal(read.astype(np.float64), np.asarray(made, np.float64)):
+                    relayouts.append(operand_info[j, slot, 0])
+        out[i, 0] = sum(keeps) / nc if nc else 0.0
+        if total > 0:
+            out[i, 1] = sum(b for b, k in zip(node_bytes, keeps) if k) / total
+            out[i, 4] = sum(r * b for r, b in zip(ratio, node_bytes)) / total
+        out[i, 2] = math.log1p(sum(b for b, m in zip(node_bytes, minor) if m % 128))
+        out[i, 3] = math.log1p(sum(b for b, s in zip(node_bytes, second) if s % 8))
+        out[i, 5] = math.log1p(sum(waste))
+        out[i, 6] = math.log1p(max(waste, default=0.0))
+        out[i, 7] = math.log1p(sum(relayouts))
+        out[i, 8] = len(relayouts)
+        out[i, 9] = math.log1p(max(relayouts, default=0.0))
+    return out
+
+
+def tile_config_joined(config_feat, out_dims, element_bytes):
+    rank = int(np.flatnonzero(out_dims > 0).max() + 1) if (out_dims > 0).any() else 0
+    size = out_dims[:rank].astype(np.float64)
+    tile = config_feat[:, 8:8 + rank].astype(np.float64)
+    tile = np.where(tile < 1, size[None, :], tile)
+    n = np.ceil(size[None, :] / tile)
+    elems = tile.prod(axis=1)
+    minor = tile[:, -1] if rank >= 1 else np.ones(len(tile))
+    second = tile[:, -2] if rank >= 2 else np.ones(len(tile))
+    return np.stack([
+        (n * tile).prod(axis=1) / size.prod(),
+        np.log(n.prod(axis=1)),
+        np.log(elems * element_bytes),
+        [_pad(m, 128) for m in minor],
+        [_pad(s, 8) for s in second],
+        elems / size.prod(),
+    ], axis=1)
+
+
+def brute_force_opa(score: np.ndarray, runtime: np.ndarray) -> float:
+    """Pairs with different runtimes; correct when the faster one scores higher; ties 1/2."""
+    good, pairs = 0.0, 0
+    for a in range(len(score)):
+        for b in range(a + 1, len(score)):
+            if runtime[a] == runtime[b]:
+                continue
+            pairs += 1
+            fast, slow = (a, b) if runtime[a] < runtime[b] else (b, a)
+            if score[fast] > score[slow]:
+                good += 1
+            elif score[fast] == score[slow]:
+                good += 0.5
+    return good / pairs if pairs else float("nan")

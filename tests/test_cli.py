@@ -1,0 +1,135 @@
+"""The CLI end to end on a tiny synthetic set, its errors, and scoring the real samples."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from xlarank.cli import app
+from xlarank.data.collections import COLLECTIONS
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def ok(*args: str):
+    result = run(*args)
+    assert result.exit_code == 0, result.output + (result.stderr or "")
+    return result
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_data, spec_dir, tmp_path_factory):
+    """Frames and one model per collection, made through the CLI."""
+    work = tmp_path_factory.mktemp("cli")
+    ok("featurize", tiny_data, "--spec", "features/default.toml", "--out-dir", work / "frames")
+    for c in COLLECTIONS:
+        frames = work / "frames" / c.slug
+        ok("train", frames / "train.parquet", "--spec", spec_dir / "lgbm.toml",
+           "--valid", frames / "valid.parquet", "--out", work / "models" / c.slug)
+    return work
+
+
+def test_version():
+    assert "xlarank 0.1.0" in ok("--version").output
+
+
+def test_synth_command(tmp_path):
+    ok("synth", tmp_path / "d", "--preset", "tiny", "--seed", "3")
+    assert len(list((tmp_path / "d" / "npz").rglob("*.npz"))) == 11 + 4 * 8
+    result = run("synth", tmp_path / "d", "--preset", "tiny")
+    assert result.exit_code == 2 and "already exists" in result.stderr
+
+
+def test_pipeline_end_to_end(trained, tiny_data, tmp_path):
+    work = trained
+    for c in COLLECTIONS:
+        for split in ("train", "valid", "test"):
+            assert (work / "frames" / c.slug / f"{split}.parquet").exists()
+        card = json.loads((work / "models" / c.slug / "card.json").read_text())
+        assert card["collection"] == c.id and "validation" in card
+        headline = "score" if c.is_tile else "kendall_tau"
+        assert np.isfinite(card["validation"][headline])
+        # Model and random order, summaries for compare.
+        ok("evaluate", work / "frames" / c.slug / "valid.parquet", "--model",
+           work / "models" / c.slug, "--name", "xlarank", "--out", tmp_path / "r" / "x" / f"{c.slug}.csv")
+        ok("evaluate", work / "frames" / c.slug / "valid.parquet", "--random", "--out",
+           tmp_path / "r" / "random" / f"{c.slug}.csv")
+        per_graph = list(csv.DictReader(open(tmp_path / "r" / "x" / f"{c.slug}.csv")))
+        assert len(per_graph) == (3 if c.is_tile else 2)
+    table = ok("compare", tmp_path / "r", "--out", tmp_path / "summary.csv").output
+    assert "layout:nlp:random" in table and "random" in table and "xlarank" in table
+    rows = list(csv.reader(open(tmp_path / "summary.csv")))
+    assert len(rows) == 1 + len(COLLECTIONS)
+
+    ok("submit", tiny_data, "--models", work / "models", "--out", tmp_path / "sub.csv")
+    submission = list(csv.DictReader(open(tmp_path / "sub.csv")))
+    assert len(submission) == 2 + 4 * 2
+    for row in submission:
+        configs = row["TopConfigs"].split(";")
+        if row["ID"].startswith("tile:xla:"):
+            assert len(configs) == 5
+        else:
+            assert row["ID"].startswith("layout:") and len(set(configs)) == len(configs)
+
+    ok("score", tiny_data / "npz" / "tile", "--models", work / "models", "--top", "3",
+       "--out", tmp_path / "scores.csv")
+    scores = list(csv.DictReader(open(tmp_path / "scores.csv")))
+    assert {r["rank"] for r in scores} == {"1", "2", "3"}
+
+
+def test_real_samples_score(trained, samples, tmp_path):
+    ok("score", *samples, "--models", trained / "models", "--out", tmp_path / "real.csv")
+    rows = list(csv.DictReader(open(tmp_path / "real.csv")))
+    per_file = {}
+    for r in rows:
+        per_file.setdefault(r["file"], []).append(int(r["config_index"]))
+    assert len(per_file) == len(samples)
+    for path in samples:
+        n = int(np.load(path)["config_runtime"].shape[0])
+        assert sorted(per_file[str(path)]) == list(range(n))
+
+
+def test_bad_file_is_one_line_exit_2(trained, tiny_data, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    victim = sorted((data / "npz" / "tile" / "xla" / "train").glob("*.npz"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])
+    result = run("featurize", data, "--collection", "tile-xla", "--split", "train",
+                 "--out", tmp_path / "f.parquet")
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and str(victim.name) in lines[0] and "Traceback" not in result.stderr
+    assert not (tmp_path / "f.parquet").exists()
+    result = run("featurize", data, "--collection", "tile-xla", "--split", "train",
+                 "--out", tmp_path / "f.parquet", "--skip-bad")
+    assert result.exit_code == 0 and "skipped" in result.stderr
+    assert (tmp_path / "f.parquet").exists()
+
+
+def test_user_errors_exit_2(trained, tmp_path):
+    frames = trained / "frames"
+    cases = [
+        ("featurize", tmp_path / "nothing"),
+        ("featurize", trained, "--spec", tmp_path / "missing.toml"),
+        ("train", frames / "tile-xla" / "test.parquet", "--spec", "models/tile-xla.toml",
+         "--out", tmp_path / "m"),
+        ("evaluate", frames / "tile-xla" / "test.parquet", "--random"),
+        ("evaluate", frames / "tile-xla" / "valid.parquet", "--model",
+         trained / "models" / "layout-xla-default"),
+        ("evaluate", frames / "tile-xla" / "valid.parquet"),
+        ("score", tmp_path / "none.npz", "--models", tmp_path, "--out", tmp_path / "s.csv"),
+        ("featurize", trained, "--collection", "tile-foo"),
+    ]
+    for args in cases:
+        result = run(*args)
+        assert result.exit_code == 2, (args, result.output, result.stderr)
+        assert result.stderr.startswith("error:"), (args, result.stderr)

@@ -1,0 +1,144 @@
+"""Every Numba kernel against its plain reference in naive.py, on random and real graphs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import naive
+from xlarank.data.graph import MAX_OPCODE, LayoutGraph, TileGraph, load_graph
+from xlarank.features.build import default_layout, node_shapes, operand_tables
+from xlarank.kernels.configs import layout_config_joined, layout_config_means, tile_config_joined
+from xlarank.kernels.graph import column_mean_max, csr_by_row, opcode_histogram
+
+SEEDS = range(8)
+
+
+def random_edges(rng, n_nodes, n_edges):
+    src = rng.integers(0, n_nodes, n_edges)
+    dst = rng.integers(0, n_nodes, n_edges)
+    return src.astype(np.int64), dst.astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_opcode_histogram_random(seed):
+    rng = np.random.default_rng(seed)
+    opcode = rng.integers(0, MAX_OPCODE + 1, rng.integers(1, 500)).astype(np.uint8)
+    np.testing.assert_array_equal(opcode_histogram(opcode, MAX_OPCODE + 1),
+                                  naive.opcode_histogram(opcode, MAX_OPCODE + 1))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_csr_by_row_keeps_file_order(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    src, dst = random_edges(rng, n, int(rng.integers(0, 200)))
+    indptr, indices = csr_by_row(src, dst, n)
+    expected = naive.operands_by_node(src, dst, n)
+    assert [list(indices[indptr[i]:indptr[i + 1]]) for i in range(n)] == expected
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_column_mean_max_random(seed):
+    rng = np.random.default_rng(seed)
+    values = rng.normal(size=(int(rng.integers(1, 50)), 5)) * 10
+    np.testing.assert_allclose(column_mean_max(values), naive.column_mean_max(values))
+
+
+def random_layout_inputs(rng, c, nc):
+    configs = rng.integers(-1, 4, size=(c, nc, 18)).astype(np.int8)
+    dims = rng.choice([1, 3, 7, 8, 16, 100, 128, 256], size=(nc, 6)).astype(np.int64)
+    node_bytes = rng.uniform(0, 1e6, nc)
+    default = rng.integers(-1, 4, size=(nc, 6)).astype(np.int8)
+    operand_pos = rng.integers(-2, nc, size=(nc, 2)).astype(np.int64)
+    operand_info = np.concatenate([rng.uniform(0, 1e5, (nc, 2, 1)),
+                                   rng.integers(-1, 4, (nc, 2, 6)).astype(np.float64)], axis=2)
+    # Make some configs copy the default and some reads match what was made.
+    configs[0, :, :6] = default
+    if nc:
+        configs[1 % c, :, 6:12] = configs[1 % c, np.clip(operand_pos[:, 0], 0, None), :6]
+    return configs, dims, node_bytes, default, operand_pos, operand_info
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_layout_kernels_random(seed):
+    rng = np.random.default_rng(seed)
+    c, nc = int(rng.integers(1, 30)), int(rng.integers(0, 12))
+    inputs = random_layout_inputs(rng, c, nc)
+    np.testing.assert_allclose(layout_config_means(inputs[0]),
+                               naive.layout_config_means(inputs[0]), rtol=1e-6)
+    np.testing.assert_allclose(layout_config_joined(*inputs),
+                               naive.layout_config_joined(*inputs), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_tile_kernel_random(seed):
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(0, 7))
+    out_dims = np.zeros(6, dtype=np.int64)
+    out_dims[:rank] = rng.choice([1, 3, 8, 100, 128, 1000], rank)
+    configs = np.zeros((int(rng.integers(1, 40)), 24), dtype=np.float32)
+    configs[:, 8:8 + rank] = rng.integers(0, 300, (len(configs), rank))
+    np.testing.assert_allclose(tile_config_joined(configs, out_dims, 2.0),
+                               naive.tile_config_joined(configs, out_dims, 2.0), rtol=1e-5)
+
+
+def test_tile_kernel_hand_worked():
+    # Output 100 x 300 (f32) tiled 64 x 128: 2 x 3 tiles, 128 x 384 padded elements.
+    configs = np.zeros((1, 24), dtype=np.float32)
+    configs[0, 8:10] = [64, 128]
+    out = tile_config_joined(configs, np.array([100, 300, 0, 0, 0, 0]), 4.0)[0]
+    np.testing.assert_allclose(out, [128 * 384 / 30000, np.log(6), np.log(64 * 128 * 4),
+                                     1.0, 1.0, 64 * 128 / 30000], rtol=1e-6)
+
+
+def layout_inputs(graph: LayoutGraph):
+    dims, rank, nbytes = node_shapes(graph.node_feat)
+    layouts = default_layout(graph.node_feat, rank)
+    pos, info = operand_tables(graph, rank, nbytes, layouts)
+    ids = graph.node_config_ids
+    return graph.node_config_feat, dims[ids], nbytes[ids], layouts[ids], pos, info
+
+
+def test_operand_tables_match_pandas_reference(samples):
+    for path in samples:
+        graph = load_graph(path, configs=False)
+        if not isinstance(graph, LayoutGraph):
+            continue
+        _, rank, nbytes = node_shapes(graph.node_feat)
+        pos, info = operand_tables(graph, rank, nbytes, default_layout(graph.node_feat, rank))
+        operands = naive.operands_by_node(graph.edge_index[:, 0], graph.edge_index[:, 1],
+                                          graph.n_nodes)
+        where = {int(n): j for j, n in enumerate(graph.node_config_ids)}
+        for j, node in enumerate(graph.node_config_ids):
+            for slot in range(2):
+                ops = operands[node]
+                if slot >= len(ops) or rank[ops[slot]] == 0:
+                    assert pos[j, slot] == -2
+                else:
+                    assert pos[j, slot] == where.get(ops[slot], -1)
+                    assert info[j, slot, 0] == nbytes[ops[slot]]
+
+
+def test_kernels_match_reference_on_real_samples(samples):
+    checked = 0
+    for path in samples:
+        graph = load_graph(path)
+        np.testing.assert_array_equal(opcode_histogram(graph.node_opcode, MAX_OPCODE + 1),
+                                      naive.opcode_histogram(graph.node_opcode, MAX_OPCODE + 1))
+        if isinstance(graph, TileGraph):
+            dims, _, nbytes = node_shapes(graph.node_feat)
+            root = int(np.flatnonzero(graph.node_feat[:, 0])[-1])
+            np.testing.assert_allclose(tile_config_joined(graph.config_feat, dims[root], 4.0),
+                                       naive.tile_config_joined(graph.config_feat, dims[root], 4.0),
+                                       rtol=1e-5)
+        else:
+            inputs = layout_inputs(graph)
+            # The reference is plain Python per config: check a slice of the big graphs.
+            few = (inputs[0][:40],) + inputs[1:]
+            np.testing.assert_allclose(layout_config_joined(*few),
+                                       naive.layout_config_joined(*few), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(layout_config_means(inputs[0]),
+                                       naive.layout_config_means(inputs[0]), rtol=1e-6)
+        checked += 1
+    assert checked == len(samples)

@@ -1,0 +1,149 @@
+"""Reading the real files, and clear errors for broken ones."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xlarank.data.collections import get_collection, locate
+from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.data.npzstream import NpzStream
+from xlarank.errors import BadGraphError
+
+EXPECTED = {  # from ../shared/tpugraphs/README.md
+    "retinanet.2x2.fp32_-342c949e14733d96": (2, 1, 2),
+    "inception_v3_batch_128_train_426e203f19335d17": (2, 1, 9),
+    "d6f5f54247bd1e58a10b9e7062c636ab": (2, 1, 25),
+    "unet3d": (2774, 4730, 1159),
+    "openai_v0_rnn_optimized": (1277, 2063, 20),
+    "cd708819d3f5103afd6460b15e74eaf3": (490, 749, 1000),
+    "3a0c5517a87df8d82fd637b83298a3ba": (21918, 36278, 1001),
+    "23559853d9702baaaacbb0c83fd32266": (1096, 1688, 1000),
+}
+
+
+def test_every_real_sample_loads_with_collection_and_split(samples):
+    assert len(samples) == 9
+    for path in samples:
+        graph = load_graph(path)
+        assert (graph.n_nodes, len(graph.edge_index), graph.n_configs) == EXPECTED[path.stem]
+        collection, split = locate(path)
+        assert graph.collection == collection and graph.split == split == path.parent.name
+        assert graph.node_opcode.dtype == np.uint8 and graph.config_runtime.dtype == np.int64
+        assert graph.labelled == (split != "test")
+        if isinstance(graph, LayoutGraph):
+            raw = np.load(path)
+            assert graph.node_config_feat.dtype == np.int8
+            np.testing.assert_array_equal(graph.node_config_feat, raw["node_config_feat"])
+            np.testing.assert_array_equal(graph.node_splits, raw["node_splits"].reshape(-1))
+        else:
+            assert isinstance(graph, TileGraph) and graph.collection.is_tile
+
+
+def test_streamed_blocks_equal_np_load(samples):
+    path = next(p for p in samples if p.stem == "unet3d")
+    with NpzStream(path) as npz:
+        blocks = list(npz.iter_rows("node_config_feat", 100))
+    assert len(blocks) == 12
+    np.testing.assert_array_equal(np.concatenate(blocks), np.load(path)["node_config_feat"])
+
+
+def test_locate_official_layout():
+    assert locate(Path("x/npz/layout/nlp/random/valid/g.npz")) == (
+        get_collection("layout:nlp:random"), "valid")
+    assert locate(Path("x/npz/tile/xla/test/g.npz")) == (get_collection("tile-xla"), "test")
+    assert locate(Path("elsewhere/g.npz")) == (None, None)
+
+
+@pytest.fixture
+def good_arrays(samples):
+    path = next(p for p in samples if p.stem == "unet3d")
+    return {k: v for k, v in np.load(path).items()}
+
+
+def write(tmp_path: Path, arrays: dict, name="g.npz") -> Path:
+    path = tmp_path / "npz" / "layout" / "xla" / "default" / "train" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, **arrays)
+    return path
+
+
+def fault_of(path: Path) -> str:
+    with pytest.raises(BadGraphError) as info:
+        load_graph(path)
+    assert str(path) in str(info.value)
+    return info.value.fault
+
+
+def test_truncated_file(tmp_path, good_arrays):
+    path = write(tmp_path, good_arrays)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    assert "npz" in fault_of(path) or "truncated" in fault_of(path)
+
+
+def test_not_a_zip(tmp_path):
+    path = tmp_path / "g.npz"
+    path.write_text("hello")
+    assert "not a readable npz" in fault_of(path)
+
+
+def test_missing_key(tmp_path, good_arrays):
+    del good_arrays["edge_index"]
+    assert "missing array(s) edge_index" in fault_of(write(tmp_path, good_arrays))
+
+
+def test_wrong_shape(tmp_path, good_arrays):
+    good_arrays["node_feat"] = good_arrays["node_feat"][:, :100]
+    assert "node_feat: shape" in fault_of(write(tmp_path, good_arrays))
+
+
+def test_config_shape_mismatch(tmp_path, good_arrays):
+    good_arrays["node_config_feat"] = good_arrays["node_config_feat"][:, :10]
+    assert "node_config_feat: shape" in fault_of(write(tmp_path, good_arrays))
+
+
+def test_edge_out_of_range(tmp_path, good_arrays):
+    good_arrays["edge_index"][5, 1] = 99999
+    assert "edge_index: node ids must lie in 0..2773" in fault_of(write(tmp_path, good_arrays))
+
+
+def test_nan_node_feature(tmp_path, good_arrays):
+    good_arrays["node_feat"][3, 7] = np.nan
+    assert "NaN" in fault_of(write(tmp_path, good_arrays))
+
+
+def test_nan_config(tmp_path, good_arrays):
+    good_arrays["node_config_feat"][3, 2, 1] = np.nan
+    assert "node_config_feat" in fault_of(write(tmp_path, good_arrays))
+
+
+def test_config_value_out_of_range(tmp_path, good_arrays):
+    good_arrays["node_config_feat"][0, 0, 0] = 9
+    assert "-1..5" in fault_of(write(tmp_path, good_arrays))
+
+
+def test_negative_runtime(tmp_path, good_arrays):
+    good_arrays["config_runtime"][0] = -5
+    assert "negative" in fault_of(write(tmp_path, good_arrays))
+
+
+def test_tile_in_layout_folder(tmp_path, samples):
+    tile = next(p for p in samples if p.stem.startswith("retinanet"))
+    arrays = dict(np.load(tile).items())
+    assert "holds a tile graph" in fault_of(write(tmp_path, arrays))
+
+
+def test_corrupt_member_crc(tmp_path, good_arrays):
+    path = write(tmp_path, good_arrays)
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("node_feat.npy")
+    data = bytearray(path.read_bytes())
+    # Flip bytes inside the compressed node_feat member.
+    offset = info.header_offset + 30 + len(info.filename) + 200
+    data[offset:offset + 8] = b"\x00" * 8
+    path.write_bytes(bytes(data))
+    fault_of(path)
