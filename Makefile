@@ -13,13 +13,15 @@ TRAINED := models/trained
 REPORTS := reports
 COLLECTIONS := tile-xla layout-xla-default layout-xla-random layout-nlp-default layout-nlp-random
 SEED ?= 0
+WORKERS ?= 1
+FUZZ_EXAMPLES ?= 3000
 
 .DEFAULT_GOAL := help
 .SECONDEXPANSION:
 .DELETE_ON_ERROR:
 # Frames and models are products in their own right, not intermediates to delete.
 .SECONDARY:
-.PHONY: help install dev demo test features models evaluate submission clean clean-all
+.PHONY: help install dev demo test fuzz features models evaluate submission clean clean-all
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -41,6 +43,10 @@ dev: $(VENV)/.dev-installed ## install xlarank with the test extras
 test: dev ## run the whole test suite
 	$(BIN)/python -m pytest -q
 
+fuzz: dev ## long fuzzing of reader and featurizer, FUZZ_EXAMPLES inputs per strategy
+	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz.py \
+	    --hypothesis-show-statistics -k "mutations or members or generated"
+
 # ---------------------------------------------------------------- pipeline
 # DATA is a dataset root holding npz/ (real TpuGraphs or `xlarank synth` output).
 # Folder mtimes change when files are added or removed there.
@@ -52,7 +58,7 @@ split_of = $(word 3,$(subst /, ,$(1)))
 # features/frames/<spec>/<collection>/<split>.parquet
 $(FRAMES)/%.parquet: features/$$(call spec_of,$$*).toml $$(call data_dir,$$(call coll_of,$$*),$$(call split_of,$$*)) | $(VENV)/.installed
 	$(XLARANK) featurize $(DATA) --spec $< --collection $(call coll_of,$*) \
-	    --split $(call split_of,$*) --out $@
+	    --split $(call split_of,$*) --workers $(WORKERS) --out $@
 
 # models/trained/xlarank/<collection>: the default ranker, models/<collection>.toml
 $(TRAINED)/xlarank/%/card.json: models/%.toml $(FRAMES)/default/%/train.parquet $(FRAMES)/default/%/valid.parquet
@@ -91,7 +97,7 @@ $(DEMO_DATA)/synth.json: | $(VENV)/.installed
 
 demo: $(DEMO_DATA)/synth.json ## set up, then the whole pipeline on generated demo data
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory evaluate submission DATA=$(DEMO_DATA) && \
+	$(MAKE) --no-print-directory -j2 evaluate submission DATA=$(DEMO_DATA) && \
 	echo "demo finished in $$(( $$(date +%s) - start ))s (synthetic data from 'xlarank synth', not TpuGraphs)"
 
 clean: ## remove frames, trained models and reports (keeps .venv and data)

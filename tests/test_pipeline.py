@@ -79,8 +79,8 @@ def test_skip_bad_records_file(tiny_data, tmp_path):
     with pytest.raises(XlarankError, match="broken.npz"):
         featurize_files(files + [bad], out, collection, "train", DEFAULT)
     assert not out.exists()
-    rows, skipped = featurize_files(files + [bad], out, collection, "train", DEFAULT,
-                                    skip_bad=True)
+    rows, skipped, _ = featurize_files(files + [bad], out, collection, "train", DEFAULT,
+                                       skip_bad=True)
     assert len(skipped) == 1 and "broken.npz" in skipped[0]
     assert read_meta(out).skipped == skipped
 

@@ -93,8 +93,14 @@ def featurize(
         help="Exact frame path, for one collection and one split.")] = None,
     skip_bad: Annotated[bool, typer.Option(help="Leave out bad files and list them, "
                                            "instead of stopping at the first.")] = False,
+    workers: Annotated[int, typer.Option(help="Local processes; the output is the same "
+                                         "for any number.")] = 1,
 ) -> None:
-    """Featurize graph files into parquet frames, one per collection and split."""
+    """Featurize graph files into parquet frames, one per collection and split.
+
+    Each file's features are kept as a part beside the frame, keyed by the file's checksum:
+    a rerun (after a kill, or with files added) redoes only what is missing or changed.
+    """
     from xlarank.features.spec import load_feature_spec
     from xlarank.frame import featurize_files
 
@@ -111,10 +117,15 @@ def featurize(
         for c, s, files in jobs:
             target = out or base / c.slug / f"{s}.parquet"
             with _progress(f"{c.slug}/{s}", len(files)) as tick:
-                rows, skipped = featurize_files(files, target, c, s, feature_spec,
-                                                skip_bad=skip_bad, on_file=tick)
-            console.print(f"{c.slug}/{s}: {len(files) - len(skipped)} graphs, {rows} configs "
-                      f"-> {target}")
+                rows, skipped, reused = featurize_files(files, target, c, s, feature_spec,
+                                                        skip_bad=skip_bad, on_file=tick,
+                                                        workers=workers)
+            again = f" ({reused} unchanged files reused)" if reused else ""
+            console.print(f"{c.slug}/{s}: {len(files) - len(skipped)} graphs, {rows} configs"
+                          f"{again} -> {target}")
+            if STATE["verbose"]:
+                console.print(f"  feature spec {feature_spec.name} ({', '.join(feature_spec.families)}), "
+                              f"hash {feature_spec.hash}")
             for line in skipped:
                 err_console.print(f"[yellow]skipped[/yellow] {line}", highlight=False, soft_wrap=True)
 
@@ -147,6 +158,9 @@ def train(
         ranker.save(out_dir)
     console.print(f"trained {ranker_spec.name} on {meta.collection} "
               f"({ranker.card['training_data']['graphs']} graphs) -> {out_dir}")
+    if STATE["verbose"]:
+        console.print_json(json.dumps({k: ranker.card[k] for k in
+                                       ("training_data", "train_seconds", "versions")}))
 
 
 @app.command()
@@ -162,7 +176,7 @@ def evaluate(
     name: Annotated[str | None, typer.Option(help="Run name in the summary.")] = None,
 ) -> None:
     """Per-graph and mean metrics: Kendall tau and OPA (layout), slowdown@K (tile)."""
-    from xlarank.atomic import write_text_atomic
+    from xlarank.atomic import atomic_path, write_text_atomic
     from xlarank.evaluate import (headline_metric, load_eval_indices, per_graph_metrics,
                                   random_scores, summarize)
     from xlarank.frame import read_frame
@@ -187,8 +201,6 @@ def evaluate(
                   "frame": str(frame), "model": str(model) if model else None,
                   "headline": headline_metric(is_tile), **summary}
         if out_csv is not None:
-            from xlarank.atomic import atomic_path
-
             with atomic_path(out_csv) as tmp:
                 per_graph.to_csv(tmp, index=False)
             write_text_atomic(out_csv.with_suffix(".summary.json"),

@@ -21,6 +21,10 @@ class BadGraphError(XlarankError):
         self.fault = fault
         super().__init__(f"{path}: {fault}")
 
+    def __reduce__(self):
+        # Rebuilt from its two fields when it crosses from a worker process.
+        return (BadGraphError, (self.path, self.fault))
+
 
 class SpecError(XlarankError):
     """A feature spec or booster spec that is missing or malformed."""

@@ -7,8 +7,9 @@ writer's version, so a frame says what it is without its file name.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,11 +19,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xlarank import __version__
-from xlarank.atomic import atomic_path
+from xlarank.atomic import atomic_path, write_text_atomic
 from xlarank.data.collections import Collection
 from xlarank.data.graph import load_graph
 from xlarank.errors import BadGraphError, MismatchError, XlarankError
 from xlarank.features.build import KEY_COLUMNS, featurize_graph, feature_names
+from xlarank.engine import map_ordered
 from xlarank.features.spec import FEATURE_SCHEMA_VERSION, FeatureSpec
 
 META_KEY = b"xlarank"
@@ -116,29 +118,95 @@ def group_sizes(frame: pd.DataFrame) -> np.ndarray:
 
 
 
+@dataclass(frozen=True)
+class PartJob:
+    """One file to featurize into its own part, for `featurize_part` in any process."""
+
+    path: Path
+    collection: Collection
+    spec: FeatureSpec
+    parts_dir: Path
+    skip_bad: bool
+
+
+@dataclass(frozen=True)
+class PartResult:
+    path: Path
+    checksum: str | None
+    part: Path | None
+    reused: bool
+    error: str | None
+
+
+def file_checksum(path: Path) -> str:
+    """sha256 of a file's bytes, hex."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def featurize_part(job: PartJob) -> PartResult:
+    """Featurize one file into ``parts_dir/<name>-<checksum>-<spec hash>.parquet``.
+
+    A part that already exists for the file's current checksum is reused, so a rerun after
+    a kill only redoes missing or changed files. Parts are written atomically.
+    """
+    try:
+        checksum = file_checksum(job.path)
+    except OSError as exc:
+        error = BadGraphError(job.path, f"cannot be read ({exc})")
+        if not job.skip_bad:
+            raise error from None
+        return PartResult(job.path, None, None, False, str(error))
+    part = job.parts_dir / f"{job.path.stem}-{checksum[:16]}-{job.spec.hash[:8]}.parquet"
+    if part.exists():
+        return PartResult(job.path, checksum, part, True, None)
+    try:
+        graph = load_graph(job.path, collection=job.collection)
+    except BadGraphError as exc:
+        if not job.skip_bad:
+            raise
+        return PartResult(job.path, checksum, None, False, str(exc))
+    names = feature_names(job.spec, job.collection.is_tile)
+    block = featurize_graph(graph, job.spec)
+    with atomic_path(part) as tmp:
+        pq.write_table(pa.Table.from_pandas(block, schema=_schema(names), preserve_index=False),
+                       tmp)
+    return PartResult(job.path, checksum, part, False, None)
+
+
+def parts_dir_for(out: Path) -> Path:
+    """Where a frame's per-file parts live: a hidden folder beside it."""
+    return out.parent / f".{out.stem}.parts"
+
+
 def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Collection,
                     split: str | None, spec: FeatureSpec, skip_bad: bool = False,
-                    on_file: Callable[[Path], None] | None = None) -> tuple[int, list[str]]:
-    """Load, featurize and write many graph files of one collection as one frame.
+                    on_file: Callable[[Path], None] | None = None,
+                    workers: int = 1) -> tuple[int, list[str], int]:
+    """Featurize many graph files of one collection into one frame, resumably.
 
-    A bad file raises `BadGraphError` (nothing is written), unless ``skip_bad``: then it is
-    left out and named in the result and in the frame's metadata. Returns (rows, skipped).
+    Each file becomes a part (see `featurize_part`) in `parts_dir_for(out)`, then the parts
+    are joined in input order into ``out``, so the frame is the same for any ``workers``.
+    ``manifest.json`` there records each file's checksum and part. A bad file raises
+    `BadGraphError` and no frame is written, unless ``skip_bad``: then it is left out and
+    named in the result and the frame's metadata. Returns (rows, skipped, parts reused).
     """
-    skipped: list[str] = []
-
-    def blocks() -> Iterator[pd.DataFrame]:
-        for path in paths:
-            path = Path(path)
-            try:
-                graph = load_graph(path, collection=collection)
-            except BadGraphError as exc:
-                if not skip_bad:
-                    raise
-                skipped.append(str(exc))
-            else:
-                yield featurize_graph(graph, spec)
-            if on_file:
-                on_file(path)
-
-    rows = write_frame(out, blocks(), collection, split, spec, skipped)
-    return rows, skipped
+    out = Path(out)
+    parts_dir = parts_dir_for(out)
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    jobs = [PartJob(Path(p), collection, spec, parts_dir, skip_bad) for p in paths]
+    results = list(map_ordered(featurize_part, jobs, workers,
+                               on_done=(lambda job: on_file(job.path)) if on_file else None))
+    skipped = [r.error for r in results if r.error]
+    parts = [r.part for r in results if r.part is not None]
+    rows = write_frame(out, (pq.read_table(p).to_pandas() for p in parts), collection, split,
+                       spec, skipped)
+    manifest = {str(r.path): {"checksum": r.checksum, "part": r.part.name if r.part else None,
+                              "error": r.error} for r in results}
+    write_text_atomic(parts_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
+    # Parts of files that changed or left the input are stale.
+    keep = {p.name for p in parts} | {"manifest.json"}
+    for stale in parts_dir.iterdir():
+        if stale.name not in keep and not stale.name.startswith("."):
+            stale.unlink()
+    return rows, skipped, sum(r.reused for r in results)

@@ -22,8 +22,12 @@ SUBMISSION_TOP_TILE = 5
 def load_rankers(models: str | Path) -> dict[str, Ranker]:
     """Rankers by collection id, from one model directory or a folder of them."""
     models = Path(models)
-    dirs = [models] if (models / "card.json").exists() else sorted(
-        d for d in models.iterdir() if (d / "card.json").exists()) if models.is_dir() else []
+    if (models / "card.json").exists():
+        dirs = [models]
+    elif models.is_dir():
+        dirs = sorted(d for d in models.iterdir() if (d / "card.json").exists())
+    else:
+        dirs = []
     if not dirs:
         raise XlarankError(f"{models}: no trained model (no card.json here or one level down)")
     rankers: dict[str, Ranker] = {}

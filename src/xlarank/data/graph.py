@@ -20,6 +20,8 @@ N_NODE_FEATURES = 140
 N_TILE_CONFIG_FEATURES = 24
 N_LAYOUT_CONFIG_FEATURES = 18
 MAX_OPCODE = 120
+SHAPE_DIM_COLUMNS = slice(21, 27)
+MAX_DIM = 2**31
 # Configs are streamed in blocks of this many bytes of float32 (about 64 MiB).
 CONFIG_BLOCK_BYTES = 64 << 20
 
@@ -134,6 +136,10 @@ def _as_int(path: Path, key: str, a: np.ndarray, dtype) -> np.ndarray:
     if a.dtype.kind not in "iu":
         if a.dtype.kind != "f" or not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
             _fail(path, f"{key}: expected integers, got {a.dtype}")
+        if a.size and np.abs(a).max() >= 2.0**62:
+            _fail(path, f"{key}: values beyond the int64 range")
+    if a.dtype == np.uint64 and a.size and a.max() >= 2**63:
+        _fail(path, f"{key}: values beyond the int64 range")
     return a.astype(dtype, copy=False)
 
 
@@ -149,6 +155,10 @@ def _check_common(path: Path, a: dict[str, np.ndarray]) -> dict[str, np.ndarray]
     node_feat = node_feat.astype(np.float32, copy=False)
     if not np.all(np.isfinite(node_feat)):
         _fail(path, "node_feat: holds NaN or infinite values")
+    dims = node_feat[:, SHAPE_DIM_COLUMNS]
+    if dims.min() < 0 or dims.max() >= MAX_DIM or np.any(dims != np.round(dims)):
+        _fail(path, f"node_feat: shape dims (columns 21-26) must be whole numbers in "
+                    f"0..{MAX_DIM - 1}")
     opcode = a["node_opcode"]
     if opcode.shape != (n,):
         _fail(path, f"node_opcode: shape {opcode.shape}, expected ({n},) to match node_feat")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from xlarank.data.graph import MAX_OPCODE, LayoutGraph, TileGraph
+from xlarank.data.graph import MAX_OPCODE, SHAPE_DIM_COLUMNS, LayoutGraph, TileGraph
 from xlarank.features.spec import FeatureSpec
 from xlarank.kernels.configs import (LAYOUT_JOINED_NAMES, TILE_JOINED_NAMES,
                                      layout_config_joined, layout_config_means,
@@ -45,17 +45,18 @@ def feature_names(spec: FeatureSpec, is_tile: bool) -> list[str]:
 
 def node_shapes(node_feat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per node: dims int64 (n, 6), rank int64 (n,), output bytes float64 (n,)."""
-    dims = node_feat[:, 21:27].astype(np.int64)
+    dims = node_feat[:, SHAPE_DIM_COLUMNS].astype(np.int64)
     rank = (dims > 0).sum(axis=1)
     live = np.arange(6)[None, :] < rank[:, None]
-    elements = np.where(live, dims, 1).prod(axis=1).astype(np.float64)
+    # float64: a product of six dims can pass the int64 range.
+    elements = np.where(live, dims, 1).astype(np.float64).prod(axis=1)
     bits = node_feat[:, 2:21].astype(np.float64) @ ELEMENT_BITS
     return dims, rank, elements * np.maximum(bits, 8.0) / 8.0
 
 
 def default_layout(node_feat: np.ndarray, rank: np.ndarray) -> np.ndarray:
     """int8 (n, 6): each node's layout as in node_feat (134-139), -1 past its rank."""
-    layout = node_feat[:, 134:140].astype(np.int8)
+    layout = node_feat[:, 134:140].clip(-1, 5).astype(np.int8)
     return np.where(np.arange(6)[None, :] < rank[:, None], layout, -1).astype(np.int8)
 
 

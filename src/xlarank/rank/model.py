@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from xlarank import __version__
-from xlarank.atomic import atomic_path, write_text_atomic
+from xlarank.atomic import atomic_dir
 from xlarank.data.collections import get_collection
 from xlarank.errors import MismatchError, SpecError, XlarankError
 from xlarank.features.spec import FeatureSpec
@@ -127,19 +127,12 @@ class Ranker:
                           dtype=np.float64)
 
     def save(self, directory: str | Path) -> Path:
+        """Write model file and card; the directory is replaced whole, never half-updated."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        model_file = directory / self.card["model_file"]
-        with atomic_path(model_file) as tmp:
-            if self.card["library"] == "lightgbm":
-                self.booster.save_model(str(tmp))
-            else:
-                # XGBoost picks the format from the suffix, so keep it on the temporary name.
-                json_tmp = tmp.with_suffix(".json")
-                self.booster.save_model(str(json_tmp))
-                json_tmp.replace(tmp)
-        # The card goes last: a directory with a card has a complete model.
-        write_text_atomic(directory / "card.json", json.dumps(self.card, indent=2) + "\n")
+        with atomic_dir(directory) as tmp:
+            # XGBoost picks its format from the suffix: model.json is JSON.
+            self.booster.save_model(str(tmp / self.card["model_file"]))
+            (tmp / "card.json").write_text(json.dumps(self.card, indent=2) + "\n")
         return directory
 
 
