@@ -143,3 +143,26 @@ def test_summary_skips_undefined_tau():
                               "kendall_tau": [0.5, np.nan], "opa": [0.75, np.nan]})
     summary = summarize(per_graph)
     assert summary["kendall_tau"] == 0.5 and summary["graphs_without_tau"] == 1
+
+
+def test_eval_indices_restrict_configs(tmp_path, samples):
+    from xlarank.evaluate import load_eval_indices
+
+    from conftest import SAMPLES
+
+    official = load_eval_indices(SAMPLES / "eval_indices" / "xla_default.json")
+    assert all(len(v) == 1000 for v in official.values())
+    frame = pd.DataFrame({"graph_id": pd.Series(["g"] * 6 + ["h"] * 3, dtype="string"),
+                          "config_index": [0, 1, 2, 3, 4, 5, 0, 1, 2],
+                          "runtime": [5, 4, 3, 2, 1, 9, 1, 2, 3], "normalizer": 1})
+    score = np.array([1.0, 2, 3, 4, 5, 0, 3, 2, 1])
+    (tmp_path / "idx.json").write_text('{"g": [0, 1, 4]}')
+    metrics = per_graph_metrics(frame, score, False, load_eval_indices(tmp_path / "idx.json"))
+    assert list(metrics["configs"]) == [3, 3]
+    assert list(metrics["kendall_tau"]) == [1.0, 1.0]
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(XlarankError, match="JSON object"):
+        load_eval_indices(tmp_path / "bad.json")
+    with pytest.raises(XlarankError, match="not valid JSON"):
+        (tmp_path / "broken.json").write_text("{")
+        load_eval_indices(tmp_path / "broken.json")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from xlarank.errors import XlarankError
+from xlarank.files import read_structured
 from xlarank.frame import group_sizes
 from xlarank.metrics import kendall_tau, ordered_pair_accuracy, slowdown_at
 from xlarank.rank.labels import ranking_target
@@ -25,12 +25,7 @@ def headline_metric(is_tile: bool) -> str:
 def load_eval_indices(path: str | Path) -> dict[str, list[int]]:
     """The official validation subsets: graph name -> config indices (a JSON object)."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise XlarankError(f"{path}: eval indices file not found") from None
-    except json.JSONDecodeError as exc:
-        raise XlarankError(f"{path}: not valid JSON ({exc})") from None
+    raw = read_structured(path, "eval indices file")
     if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
         raise XlarankError(f"{path}: expected a JSON object of graph name -> list of indices")
     return {str(k): [int(i) for i in v] for k, v in raw.items()}

@@ -23,7 +23,7 @@ from xlarank.atomic import atomic_path, write_text_atomic
 from xlarank.data.collections import Collection
 from xlarank.data.graph import load_graph
 from xlarank.errors import BadGraphError, MismatchError, XlarankError
-from xlarank.features.build import KEY_COLUMNS, featurize_graph, feature_names
+from xlarank.features.build import featurize_graph, feature_names
 from xlarank.engine import map_ordered
 from xlarank.features.spec import FEATURE_SCHEMA_VERSION, FeatureSpec
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from xlarank.errors import SpecError
+from xlarank.files import read_structured
 
 # Bump when a family's columns or their meaning change: frames and models of another
 # schema are then refused instead of being mixed.
@@ -41,12 +41,7 @@ class FeatureSpec:
 def load_feature_spec(path: str | Path) -> FeatureSpec:
     """Read a feature spec TOML: ``name`` and ``families`` (a list drawn from FAMILIES)."""
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(f"{path}: feature spec not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML ({exc})") from None
+    raw = read_structured(path, "feature spec", SpecError)
     families = raw.get("families")
     if not isinstance(families, list) or not families:
         raise SpecError(f"{path}: 'families' must be a non-empty list; known: {', '.join(FAMILIES)}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import platform
 import time
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from xlarank.atomic import atomic_dir
 from xlarank.data.collections import get_collection
 from xlarank.errors import MismatchError, SpecError, XlarankError
 from xlarank.features.spec import FeatureSpec
+from xlarank.files import read_structured
 from xlarank.frame import FrameMeta, group_sizes
 from xlarank.rank.labels import N_GRADES, ranking_target, relevance_grades
 
@@ -52,12 +52,7 @@ class RankerSpec:
 
 def load_ranker_spec(path: str | Path) -> RankerSpec:
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(f"{path}: booster spec not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML ({exc})") from None
+    raw = read_structured(path, "booster spec", SpecError)
     raw.setdefault("name", path.stem)
     try:
         spec = RankerSpec(**raw)
@@ -138,13 +133,8 @@ class Ranker:
 
 def load_ranker(directory: str | Path) -> Ranker:
     directory = Path(directory)
-    try:
-        card = json.loads((directory / "card.json").read_text())
-    except FileNotFoundError:
-        raise XlarankError(f"{directory}: no trained model here (card.json missing); "
-                           "train one with 'xlarank train'") from None
-    except json.JSONDecodeError as exc:
-        raise XlarankError(f"{directory}/card.json: not valid JSON ({exc})") from None
+    card = read_structured(directory / "card.json", "model card",
+                           missing_hint="; train a model with 'xlarank train'")
     if card.get("format", 0) > MODEL_FORMAT:
         raise MismatchError(f"{directory}: model of format {card.get('format')} was written by "
                             f"a newer xlarank ({card.get('versions', {}).get('xlarank')}); "
