@@ -70,9 +70,10 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
 
 
 def tile_config_joined(config_feat, out_dims, element_bytes):
-    rank = int(np.flatnonzero(out_dims > 0).max() + 1) if (out_dims > 0).any() else 0
-    size = out_dims[:rank].astype(np.float64)
-    tile = config_feat[:, 8:8 + rank].astype(np.float64)
+    live = np.flatnonzero(out_dims > 0)
+    rank = len(live)
+    size = out_dims[live].astype(np.float64)
+    tile = config_feat[:, 8 + live].astype(np.float64)
     tile = np.where(tile < 1, size[None, :], tile)
     n = np.ceil(size[None, :] / tile)
     elems = tile.prod(axis=1)
@@ -81,7 +82,7 @@ def tile_config_joined(config_feat, out_dims, element_bytes):
     return np.stack([
         (n * tile).prod(axis=1) / size.prod(),
         np.log(n.prod(axis=1)),
-        np.log(elems * element_bytes),
+        np.log(elems * element_bytes) if element_bytes > 0 else np.zeros(len(tile)),
         [_pad(m, 128) for m in minor],
         [_pad(s, 8) for s in second],
         elems / size.prod(),

@@ -77,6 +77,8 @@ def test_tile_kernel_random(seed):
     rank = int(rng.integers(0, 7))
     out_dims = np.zeros(6, dtype=np.int64)
     out_dims[:rank] = rng.choice([1, 3, 8, 100, 128, 1000], rank)
+    if seed % 3 == 0:
+        out_dims[rng.integers(6)] = 0  # a zero dim inside the shape
     configs = np.zeros((int(rng.integers(1, 40)), 24), dtype=np.float32)
     configs[:, 8:8 + rank] = rng.integers(0, 300, (len(configs), rank))
     np.testing.assert_allclose(tile_config_joined(configs, out_dims, 2.0),

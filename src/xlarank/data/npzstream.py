@@ -19,9 +19,11 @@ from xlarank.errors import BadGraphError
 
 # Reading a damaged archive fails in many ways; all of them mean the same to a user.
 # numpy parses .npy headers as Python literals, so a damaged header can also raise
-# SyntaxError or tokenize.TokenError.
+# SyntaxError or tokenize.TokenError; zipfile answers damaged flag bits with
+# NotImplementedError (unsupported features) or RuntimeError (the encryption bit).
 READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, KeyError,
-               SyntaxError, tokenize.TokenError, OverflowError)
+               SyntaxError, tokenize.TokenError, OverflowError, NotImplementedError,
+               RuntimeError)
 
 
 class NpzStream:

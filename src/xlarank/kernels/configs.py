@@ -146,15 +146,12 @@ TILE_JOINED_NAMES = (
 def tile_config_joined(config_feat, out_dims, element_bytes):
     """float32 (n_configs, 6): tile sizes against the kernel's output shape.
 
-    config_feat: float32 (n_configs, 24), output bounds in columns 8-13;
-    out_dims: int64 (6,) the output shape, zero past the rank; element_bytes: output bytes
-    per element. Columns are named by TILE_JOINED_NAMES.
+    config_feat: float32 (n_configs, 24), output bounds in columns 8-13, one per output
+    dim; out_dims: int64 (6,) the output shape, zero past the rank (a zero or negative dim
+    anywhere is left out); element_bytes: output bytes per element. Columns are named by
+    TILE_JOINED_NAMES; minor and second-minor are the last two dims left in.
     """
     c = config_feat.shape[0]
-    rank = 0
-    for d in range(6):
-        if out_dims[d] > 0:
-            rank = d + 1
     out = np.zeros((c, 6), dtype=np.float32)
     for i in range(c):
         padded = 1.0
@@ -163,7 +160,9 @@ def tile_config_joined(config_feat, out_dims, element_bytes):
         elems = 1.0
         minor = 1.0
         second = 1.0
-        for d in range(rank):
+        for d in range(6):
+            if out_dims[d] <= 0:
+                continue
             size = float(out_dims[d])
             t = config_feat[i, 8 + d]
             if t < 1.0:
@@ -177,7 +176,7 @@ def tile_config_joined(config_feat, out_dims, element_bytes):
             minor = t
         out[i, 0] = padded / real
         out[i, 1] = np.log(tiles)
-        out[i, 2] = np.log(elems * element_bytes)
+        out[i, 2] = np.log(elems * element_bytes) if element_bytes > 0 else 0.0
         out[i, 3] = _tile_pad(minor, 128)
         out[i, 4] = _tile_pad(second, 8)
         out[i, 5] = elems / real
