@@ -103,3 +103,55 @@ def brute_force_opa(score: np.ndarray, runtime: np.ndarray) -> float:
             elif score[fast] == score[slow]:
                 good += 0.5
     return good / pairs if pairs else float("nan")
+
+
+def khop_neighbourhoods(edges: np.ndarray, n_nodes: int, seeds, k: int) -> list[set[int]]:
+    """Per seed, the nodes within k undirected hops (networkx)."""
+    import networkx as nx
+
+    graph = nx.Graph()
+    graph.add_nodes_from(range(n_nodes))
+    graph.add_edges_from(map(tuple, edges))
+    return [set(nx.single_source_shortest_path_length(graph, int(s), cutoff=k)) for s in seeds]
+
+
+def khop_sums(edges, n_nodes, seeds, k, node_values):
+    hoods = khop_neighbourhoods(edges, n_nodes, seeds, k)
+    return np.array([node_values[sorted(h)].sum(axis=0) for h in hoods]).reshape(
+        len(seeds), node_values.shape[1])
+
+
+def khop_union(edges, n_nodes, seeds, k):
+    mask = np.zeros(n_nodes, dtype=bool)
+    for h in khop_neighbourhoods(edges, n_nodes, seeds, k):
+        mask[sorted(h)] = True
+    return mask
+
+
+def layout_changed_aggregates(configs, default_layout, weights):
+    c, nc, _ = configs.shape
+    w = weights.shape[1]
+    out = np.zeros((c, 3 * w))
+    for i in range(c):
+        changed = [j for j in range(nc) if not np.array_equal(configs[i, j, :6], default_layout[j])]
+        if changed:
+            out[i, :w] = weights[changed].sum(axis=0)
+            out[i, w:2 * w] = weights[changed].mean(axis=0)
+            out[i, 2 * w:] = weights[changed].max(axis=0)
+    return out
+
+
+def config_to_int8(block):
+    ok = bool(np.all(np.isfinite(block)) and np.all(block == np.round(block))
+              and (block.size == 0 or (block.min() >= -1 and block.max() <= 5)))
+    return (block.astype(np.int8) if ok else None), ok
+
+
+def distinct_groups(configs: np.ndarray) -> np.ndarray:
+    """Distinct id per config, numbered by first appearance (np.unique over rows)."""
+    _, first, inverse = np.unique(configs.reshape(len(configs), -1), axis=0,
+                                  return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    renumber = np.empty_like(order)
+    renumber[order] = np.arange(len(order))
+    return renumber[inverse.reshape(-1)]

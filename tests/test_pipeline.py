@@ -65,9 +65,15 @@ def test_frame_round_trip(frames, tiny_data):
     assert meta.collection == "layout:xla:default" and meta.split == "train"
     assert meta.spec_hash == DEFAULT.hash and meta.feature_names == list(table.columns[4:])
     files = split_files(tiny_data, get_collection("layout-xla-default"), "train")
-    sizes = group_sizes(table)
-    assert list(sizes) == [load_graph(f).n_configs for f in files]
+    distinct = [len(np.unique(load_graph(f).node_config_feat.reshape(load_graph(f).n_configs, -1),
+                              axis=0)) for f in files]
+    # Train frames keep one row per distinct config; valid frames keep every config.
+    assert meta.dedup and list(group_sizes(table)) == distinct
     assert table["config_index"].dtype == np.int32
+    valid, valid_meta = read_frame(frames["default", "layout-xla-default", "valid"])
+    files = split_files(tiny_data, get_collection("layout-xla-default"), "valid")
+    assert not valid_meta.dedup
+    assert list(group_sizes(valid)) == [load_graph(f).n_configs for f in files]
 
 
 def test_skip_bad_records_file(tiny_data, tmp_path):

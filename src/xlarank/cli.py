@@ -95,6 +95,9 @@ def featurize(
                                            "instead of stopping at the first.")] = False,
     workers: Annotated[int, typer.Option(help="Local processes; the output is the same "
                                          "for any number.")] = 1,
+    dedup: Annotated[bool | None, typer.Option(
+        "--dedup/--no-dedup", help="One row per distinct config, runtime the duplicates' "
+        "median [default: only for the train split].")] = None,
 ) -> None:
     """Featurize graph files into parquet frames, one per collection and split.
 
@@ -119,7 +122,7 @@ def featurize(
             with _progress(f"{c.slug}/{s}", len(files)) as tick:
                 rows, skipped, reused = featurize_files(files, target, c, s, feature_spec,
                                                         skip_bad=skip_bad, on_file=tick,
-                                                        workers=workers)
+                                                        workers=workers, dedup=dedup)
             again = f" ({reused} unchanged files reused)" if reused else ""
             console.print(f"{c.slug}/{s}: {len(files) - len(skipped)} graphs, {rows} configs"
                           f"{again} -> {target}")

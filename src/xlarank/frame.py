@@ -37,6 +37,7 @@ class FrameMeta:
     spec: dict
     feature_names: list[str]
     skipped: list[str] = field(default_factory=list)
+    dedup: bool = False
     xlarank_version: str = __version__
 
     @property
@@ -55,7 +56,7 @@ def _schema(names: list[str]) -> pa.Schema:
 
 def write_frame(path: str | Path, blocks: Iterable[pd.DataFrame], collection: Collection,
                 split: str | None, spec: FeatureSpec,
-                skipped: Iterable[str] = ()) -> int:
+                skipped: Iterable[str] = (), dedup: bool = False) -> int:
     """Write feature blocks (one per graph) to a parquet frame, one row group per block.
 
     Blocks are consumed one at a time, so the frame never has to fit in memory. The file
@@ -72,7 +73,8 @@ def write_frame(path: str | Path, blocks: Iterable[pd.DataFrame], collection: Co
                                                         preserve_index=False))
                 rows += len(block)
             meta = FrameMeta(collection=collection.id, split=split, spec=spec.to_dict(),
-                             feature_names=names, skipped=[str(s) for s in skipped])
+                             feature_names=names, skipped=[str(s) for s in skipped],
+                             dedup=dedup)
             # Footer metadata is written at close, so it can name what was skipped.
             writer.add_key_value_metadata({META_KEY: meta.to_json().encode()})
     return rows
@@ -127,6 +129,7 @@ class PartJob:
     spec: FeatureSpec
     parts_dir: Path
     skip_bad: bool
+    dedup: bool
 
 
 @dataclass(frozen=True)
@@ -157,17 +160,19 @@ def featurize_part(job: PartJob) -> PartResult:
         if not job.skip_bad:
             raise error from None
         return PartResult(job.path, None, None, False, str(error))
-    part = job.parts_dir / f"{job.path.stem}-{checksum[:16]}-{job.spec.hash[:8]}.parquet"
+    kind = "d" if job.dedup else "a"  # distinct configs only, or all
+    part = job.parts_dir / f"{job.path.stem}-{checksum[:16]}-{job.spec.hash[:8]}{kind}.parquet"
     if part.exists():
         return PartResult(job.path, checksum, part, True, None)
     try:
-        graph = load_graph(job.path, collection=job.collection)
+        # Layout configs stay on disk: featurize_graph streams them block by block.
+        graph = load_graph(job.path, collection=job.collection, configs=False)
+        block = featurize_graph(graph, job.spec, dedup=job.dedup)
     except BadGraphError as exc:
         if not job.skip_bad:
             raise
         return PartResult(job.path, checksum, None, False, str(exc))
     names = feature_names(job.spec, job.collection.is_tile)
-    block = featurize_graph(graph, job.spec)
     with atomic_path(part) as tmp:
         pq.write_table(pa.Table.from_pandas(block, schema=_schema(names), preserve_index=False),
                        tmp)
@@ -182,25 +187,28 @@ def parts_dir_for(out: Path) -> Path:
 def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Collection,
                     split: str | None, spec: FeatureSpec, skip_bad: bool = False,
                     on_file: Callable[[Path], None] | None = None,
-                    workers: int = 1) -> tuple[int, list[str], int]:
+                    workers: int = 1, dedup: bool | None = None) -> tuple[int, list[str], int]:
     """Featurize many graph files of one collection into one frame, resumably.
 
     Each file becomes a part (see `featurize_part`) in `parts_dir_for(out)`, then the parts
     are joined in input order into ``out``, so the frame is the same for any ``workers``.
     ``manifest.json`` there records each file's checksum and part. A bad file raises
     `BadGraphError` and no frame is written, unless ``skip_bad``: then it is left out and
-    named in the result and the frame's metadata. Returns (rows, skipped, parts reused).
+    named in the result and the frame's metadata. ``dedup`` keeps one row per distinct
+    config (see `featurize_graph`); by default only for the train split, since scoring and
+    evaluation need every config. Returns (rows, skipped, parts reused).
     """
     out = Path(out)
+    dedup = (split == "train") if dedup is None else dedup
     parts_dir = parts_dir_for(out)
     parts_dir.mkdir(parents=True, exist_ok=True)
-    jobs = [PartJob(Path(p), collection, spec, parts_dir, skip_bad) for p in paths]
+    jobs = [PartJob(Path(p), collection, spec, parts_dir, skip_bad, dedup) for p in paths]
     results = list(map_ordered(featurize_part, jobs, workers,
                                on_done=(lambda job: on_file(job.path)) if on_file else None))
     skipped = [r.error for r in results if r.error]
     parts = [r.part for r in results if r.part is not None]
     rows = write_frame(out, (pq.read_table(p).to_pandas() for p in parts), collection, split,
-                       spec, skipped)
+                       spec, skipped, dedup)
     manifest = {str(r.path): {"checksum": r.checksum, "part": r.part.name if r.part else None,
                               "error": r.error} for r in results}
     write_text_atomic(parts_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")

@@ -7,6 +7,7 @@ times smaller than the float32 on disk.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import numpy as np
 from xlarank.data.collections import Collection, locate
 from xlarank.data.npzstream import NpzStream
 from xlarank.errors import BadGraphError
+from xlarank.kernels.configs import config_to_int8
 
 N_NODE_FEATURES = 140
 N_TILE_CONFIG_FEATURES = 24
@@ -22,8 +24,8 @@ N_LAYOUT_CONFIG_FEATURES = 18
 MAX_OPCODE = 120
 SHAPE_DIM_COLUMNS = slice(21, 27)
 MAX_DIM = 2**31
-# Configs are streamed in blocks of this many bytes of float32 (about 64 MiB).
-CONFIG_BLOCK_BYTES = 64 << 20
+# Configs are streamed in blocks of this many bytes of float32.
+CONFIG_BLOCK_BYTES = 16 << 20
 
 TILE_KEYS = ("node_feat", "node_opcode", "edge_index", "config_feat", "config_runtime",
              "config_runtime_normalizers")
@@ -218,7 +220,7 @@ def _check_layout(path: Path, a: dict[str, np.ndarray], n: int) -> dict[str, np.
 
 def _read_layout_configs(path: Path, npz: NpzStream, c: int, nc: int,
                          load: bool) -> np.ndarray | None:
-    """int8 (c, nc, 18), read block by block so the float32 original is never whole."""
+    """int8 (c, nc, 18) read block by block, or None (header checked) when not ``load``."""
     shape, dtype = npz.header("node_config_feat")
     if shape != (c, nc, N_LAYOUT_CONFIG_FEATURES):
         _fail(path, f"node_config_feat: shape {shape}, expected ({c}, {nc}, "
@@ -228,13 +230,38 @@ def _read_layout_configs(path: Path, npz: NpzStream, c: int, nc: int,
     if not load:
         return None
     out = np.empty(shape, dtype=np.int8)
-    rows = max(1, CONFIG_BLOCK_BYTES // max(1, nc * N_LAYOUT_CONFIG_FEATURES * 4))
     start = 0
-    for block in npz.iter_rows("node_config_feat", rows):
-        if not np.all(np.isfinite(block)) or np.any(block != np.round(block)):
-            _fail(path, "node_config_feat: holds NaN, infinite or fractional values")
-        if block.size and (block.min() < -1 or block.max() > 5):
-            _fail(path, "node_config_feat: layout values must lie in -1..5 (dimension ids)")
+    for block in _config_blocks(path, npz, nc, CONFIG_BLOCK_BYTES):
         out[start : start + len(block)] = block
         start += len(block)
     return out
+
+
+def _config_blocks(path: Path, npz: NpzStream, nc: int, block_bytes: int) -> Iterator[np.ndarray]:
+    """Validated int8 blocks (<= block_bytes of float32 each) of node_config_feat."""
+    rows = max(1, block_bytes // max(1, nc * N_LAYOUT_CONFIG_FEATURES * 4))
+    for block in npz.iter_rows("node_config_feat", rows):
+        narrow, ok = config_to_int8(np.ascontiguousarray(block, dtype=np.float32))
+        if not ok:
+            _fail(path, "node_config_feat: values must be whole numbers in -1..5 "
+                        "(dimension ids), found NaN, fractions or others")
+        yield narrow
+
+
+def iter_config_blocks(graph: LayoutGraph, block_bytes: int = CONFIG_BLOCK_BYTES
+                       ) -> Iterator[np.ndarray]:
+    """The graph's configs as int8 blocks (b, nc, 18), in config order.
+
+    From memory when the graph was loaded with its configs, else streamed from its file,
+    so at most one block is held. Raises `BadGraphError` if the file is bad or changed.
+    """
+    if graph.node_config_feat is not None:
+        rows = max(1, block_bytes // max(1, graph.n_configurable * N_LAYOUT_CONFIG_FEATURES * 4))
+        for start in range(0, graph.n_configs, rows):
+            yield graph.node_config_feat[start : start + rows]
+        return
+    with NpzStream(graph.path) as npz:
+        shape, _ = npz.header("node_config_feat")
+        if shape != (graph.n_configs, graph.n_configurable, N_LAYOUT_CONFIG_FEATURES):
+            _fail(graph.path, "node_config_feat: changed since the file was loaded")
+        yield from _config_blocks(graph.path, npz, graph.n_configurable, block_bytes)

@@ -3,19 +3,28 @@
 A feature block is a DataFrame with one row per config of one graph: the key columns
 ``graph_id``, ``config_index``, ``runtime``, ``normalizer`` and then the features, all
 float32, in the spec's order.
+
+Layout configs are read block by block (see `iter_config_blocks`), so a graph's config
+tensor is never whole in memory, and each distinct config is featurized once: configs are
+hashed per block, and only configs not seen before reach the per-config kernels.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from xlarank.data.graph import MAX_OPCODE, SHAPE_DIM_COLUMNS, LayoutGraph, TileGraph
+from xlarank.data.graph import (MAX_OPCODE, SHAPE_DIM_COLUMNS, LayoutGraph, TileGraph,
+                                iter_config_blocks)
 from xlarank.features.spec import FeatureSpec
 from xlarank.kernels.configs import (LAYOUT_JOINED_NAMES, TILE_JOINED_NAMES,
+                                     config_row_hashes, layout_changed_aggregates,
                                      layout_config_joined, layout_config_means,
                                      tile_config_joined)
-from xlarank.kernels.graph import column_mean_max, csr_by_row, opcode_histogram
+from xlarank.kernels.graph import (column_mean_max, csr_by_row, khop_sums, khop_union,
+                                   opcode_histogram)
 
 KEY_COLUMNS = ("graph_id", "config_index", "runtime", "normalizer")
 
@@ -26,20 +35,38 @@ NODE_STAT_COLUMNS = (21, 22, 23, 24, 25, 26, 27, 28, 29, 43, 44, 107, 108)
 ELEMENT_BITS = np.array([0, 1, 8, 16, 32, 64, 8, 16, 32, 64, 16, 32, 64, 16, 64, 128, 0, 0, 0],
                         dtype=np.float64)
 LAYOUT_RAW_NAMES = tuple(f"{part}{d}" for part in ("out", "in", "kernel") for d in range(6))
+# Opcode groups for neighbourhood statistics (ids from FORMAT.md).
+LAYOUT_SENSITIVE_OPS = (11, 27, 62, 72, 75, 76, 92, 98)  # bitcast copy pad reduce-window
+#   reshape reverse slice transpose: ops whose cost depends on how data is laid out
+CONV_DOT_OPS = (26, 34)
+ELEMENTWISE_OPS = (1, 2, 15, 17, 20, 25, 30, 32, 37, 38, 40, 41, 50, 51, 57, 58, 59, 60, 66,
+                   73, 81, 83, 90, 91, 94, 95, 96, 107)
+# Per configurable node, what its k-hop neighbourhood holds (columns of khop weights).
+KHOP_STATS = ("log_nodes", "log_bytes", "mean_rank", "half_frac", "layout_ops", "conv_dot",
+              "elementwise")
 
 
 def feature_names(spec: FeatureSpec, is_tile: bool) -> list[str]:
-    """The feature columns, in order, that `featurize_graph` writes for this spec."""
+    """The feature columns, in order, that `featurize_graph` writes for this spec.
+
+    ``khop`` is a layout family: tile graphs have no configurable nodes, so it adds nothing.
+    """
     names: list[str] = []
-    if "graph" in spec.families:
-        names += ["g_log_nodes", "g_log_edges", "g_log_configurable"]
-        names += [f"g_op_{op:03d}" for op in range(MAX_OPCODE + 1)]
-        names += [f"g_node{col}_{stat}" for stat in ("mean", "max") for col in NODE_STAT_COLUMNS]
-    if "config_raw" in spec.families:
-        names += ([f"c_cfg{k:02d}" for k in range(24)] if is_tile
-                  else [f"c_mean_{n}" for n in LAYOUT_RAW_NAMES])
-    if "config_joined" in spec.families:
-        names += [f"c_{n}" for n in (TILE_JOINED_NAMES if is_tile else LAYOUT_JOINED_NAMES)]
+    for family in spec.families:
+        if family == "graph":
+            names += ["g_log_nodes", "g_log_edges", "g_log_configurable"]
+            names += [f"g_op_{op:03d}" for op in range(MAX_OPCODE + 1)]
+            names += [f"g_node{col}_{stat}" for stat in ("mean", "max")
+                      for col in NODE_STAT_COLUMNS]
+        elif family == "config_raw":
+            names += ([f"c_cfg{k:02d}" for k in range(24)] if is_tile
+                      else [f"c_mean_{n}" for n in LAYOUT_RAW_NAMES])
+        elif family == "config_joined":
+            names += [f"c_{n}" for n in (TILE_JOINED_NAMES if is_tile else LAYOUT_JOINED_NAMES)]
+        elif family == "khop" and not is_tile:
+            names += ["k_pruned_frac"]
+            names += [f"k_changed_{agg}_{stat}" for agg in ("sum", "mean", "max")
+                      for stat in KHOP_STATS]
     return names
 
 
@@ -58,6 +85,14 @@ def default_layout(node_feat: np.ndarray, rank: np.ndarray) -> np.ndarray:
     """int8 (n, 6): each node's layout as in node_feat (134-139), -1 past its rank."""
     layout = node_feat[:, 134:140].clip(-1, 5).astype(np.int8)
     return np.where(np.arange(6)[None, :] < rank[:, None], layout, -1).astype(np.int8)
+
+
+def undirected_csr(graph) -> tuple[np.ndarray, np.ndarray]:
+    """CSR over both edge directions: (indptr (n + 1,), indices (2 * n_edges,))."""
+    edges = graph.edge_index
+    src = np.concatenate([edges[:, 0], edges[:, 1]])
+    dst = np.concatenate([edges[:, 1], edges[:, 0]])
+    return csr_by_row(src, dst, graph.n_nodes)
 
 
 def graph_features(graph: TileGraph | LayoutGraph) -> np.ndarray:
@@ -94,53 +129,155 @@ def operand_tables(graph: LayoutGraph, rank: np.ndarray, nbytes: np.ndarray,
     return operand_pos, operand_info
 
 
-def config_features(graph: TileGraph | LayoutGraph, spec: FeatureSpec) -> np.ndarray:
-    """float32 (n_configs, n_config_features): the config families, one row per config."""
+def khop_weights(graph: LayoutGraph, k: int, rank: np.ndarray,
+                 nbytes: np.ndarray) -> tuple[np.ndarray, float]:
+    """Per configurable node, KHOP_STATS of its k-hop neighbourhood: float64 (nc, 7);
+    and the share of the graph's nodes within k hops of any configurable node."""
+    indptr, indices = undirected_csr(graph)
+    op = graph.node_opcode
+    half = graph.node_feat[:, [12, 15]].sum(axis=1) > 0  # f16, bf16
+    values = np.stack([np.ones(graph.n_nodes), nbytes, rank.astype(np.float64),
+                       half.astype(np.float64), np.isin(op, LAYOUT_SENSITIVE_OPS),
+                       np.isin(op, CONV_DOT_OPS), np.isin(op, ELEMENTWISE_OPS)],
+                      axis=1).astype(np.float64)
+    seeds = graph.node_config_ids
+    sums = khop_sums(indptr, indices, seeds, k, values)
+    count = np.maximum(sums[:, 0], 1.0)
+    weights = np.stack([np.log1p(sums[:, 0]), np.log1p(sums[:, 1]), sums[:, 2] / count,
+                        sums[:, 3] / count, sums[:, 4], sums[:, 5], sums[:, 6]], axis=1)
+    pruned = khop_union(indptr, indices, seeds, k).mean() if len(seeds) else 0.0
+    return np.ascontiguousarray(weights), float(pruned)
+
+
+@dataclass
+class LayoutContext:
+    """Per-graph inputs of the per-config layout kernels, computed once per graph."""
+
+    dims: np.ndarray
+    nbytes: np.ndarray
+    layouts: np.ndarray
+    operand_pos: np.ndarray
+    operand_info: np.ndarray
+    khop: np.ndarray | None
+    pruned_frac: float
+
+    @classmethod
+    def of(cls, graph: LayoutGraph, spec: FeatureSpec) -> LayoutContext:
+        dims, rank, nbytes = node_shapes(graph.node_feat)
+        layouts = default_layout(graph.node_feat, rank)
+        pos, info = operand_tables(graph, rank, nbytes, layouts)
+        khop, pruned = (khop_weights(graph, spec.k, rank, nbytes) if "khop" in spec.families
+                        else (None, 0.0))
+        ids = graph.node_config_ids
+        return cls(np.ascontiguousarray(dims[ids]), np.ascontiguousarray(nbytes[ids]),
+                   np.ascontiguousarray(layouts[ids]), pos, info, khop, pruned)
+
+    def features(self, configs: np.ndarray, spec: FeatureSpec) -> np.ndarray:
+        """float32 (b, n_config_features) for int8 configs (b, nc, 18)."""
+        blocks = []
+        for family in spec.families:
+            if family == "config_raw":
+                blocks.append(layout_config_means(configs))
+            elif family == "config_joined":
+                blocks.append(layout_config_joined(configs, self.dims, self.nbytes, self.layouts,
+                                                   self.operand_pos, self.operand_info))
+            elif family == "khop":
+                blocks.append(np.full((len(configs), 1), self.pruned_frac, dtype=np.float32))
+                blocks.append(layout_changed_aggregates(configs, self.layouts, self.khop))
+        return (np.hstack(blocks).astype(np.float32, copy=False) if blocks
+                else np.zeros((len(configs), 0), dtype=np.float32))
+
+
+def layout_config_features(graph: LayoutGraph, spec: FeatureSpec
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """Config features of every config, each distinct config computed once.
+
+    Returns (features float32 (n_distinct, n_config_features), distinct_of int64
+    (n_configs,)): config i's features are features[distinct_of[i]]. Distinct ids follow
+    first appearance.
+    """
+    context = LayoutContext.of(graph, spec)
+    seen: dict[int, int] = {}
+    rows: list[np.ndarray] = []
+    distinct_of = np.empty(graph.n_configs, dtype=np.int64)
+    start = 0
+    for block in iter_config_blocks(graph):
+        hashes = config_row_hashes(block)
+        unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+        ids = np.empty(len(unique), dtype=np.int64)
+        new = []
+        # Visit in order of first appearance so ids follow config order.
+        for u in np.argsort(first, kind="stable"):
+            h = int(unique[u])
+            if h not in seen:
+                seen[h] = len(seen)
+                new.append(u)
+            ids[u] = seen[h]
+        if new:
+            rows.append(context.features(block[first[np.array(new)]], spec))
+        distinct_of[start:start + len(block)] = ids[inverse]
+        start += len(block)
+    if not rows:
+        rows.append(context.features(np.zeros((0, graph.n_configurable, 18), np.int8), spec))
+    return np.vstack(rows), distinct_of
+
+
+def tile_config_features(graph: TileGraph, spec: FeatureSpec) -> tuple[np.ndarray, np.ndarray]:
+    """Like `layout_config_features`, for a tile kernel's config_feat rows."""
+    _, first, distinct_of = np.unique(graph.config_feat, axis=0, return_index=True,
+                                      return_inverse=True)
+    # Renumber by first appearance, as for layout.
+    order = np.argsort(first, kind="stable")
+    renumber = np.empty_like(order)
+    renumber[order] = np.arange(len(order))
+    configs = graph.config_feat[first[order]]
     blocks = []
-    if isinstance(graph, TileGraph):
-        if "config_raw" in spec.families:
-            blocks.append(graph.config_feat)
-        if "config_joined" in spec.families:
+    for family in spec.families:
+        if family == "config_raw":
+            blocks.append(configs)
+        elif family == "config_joined":
             dims, _, nbytes = node_shapes(graph.node_feat)
             roots = np.flatnonzero(graph.node_feat[:, 0] > 0)
             out = int(roots[-1]) if len(roots) else graph.n_nodes - 1
             element_bytes = nbytes[out] / max(1.0, float(np.prod(dims[out][dims[out] > 0])))
-            blocks.append(tile_config_joined(graph.config_feat, dims[out].copy(), element_bytes))
-    else:
-        configs = graph.node_config_feat
-        if "config_raw" in spec.families:
-            blocks.append(layout_config_means(configs))
-        if "config_joined" in spec.families:
-            dims, rank, nbytes = node_shapes(graph.node_feat)
-            layouts = default_layout(graph.node_feat, rank)
-            pos, info = operand_tables(graph, rank, nbytes, layouts)
-            ids = graph.node_config_ids
-            blocks.append(layout_config_joined(configs, dims[ids].copy(), nbytes[ids].copy(),
-                                               layouts[ids].copy(), pos, info))
-    if not blocks:
-        return np.zeros((graph.n_configs, 0), dtype=np.float32)
-    return np.hstack(blocks).astype(np.float32, copy=False)
+            blocks.append(tile_config_joined(configs, dims[out].copy(), element_bytes))
+    table = (np.hstack(blocks).astype(np.float32, copy=False) if blocks
+             else np.zeros((len(configs), 0), dtype=np.float32))
+    return table, renumber[distinct_of.reshape(-1)]
 
 
-def featurize_graph(graph: TileGraph | LayoutGraph, spec: FeatureSpec) -> pd.DataFrame:
-    """One feature block: a row per config, key columns then `feature_names` columns."""
-    if isinstance(graph, LayoutGraph) and graph.node_config_feat is None:
-        raise ValueError("layout graph loaded without configs; use load_graph(configs=True)")
-    c = graph.n_configs
+def featurize_graph(graph: TileGraph | LayoutGraph, spec: FeatureSpec,
+                    dedup: bool = False) -> pd.DataFrame:
+    """One feature block: key columns then `feature_names` columns.
+
+    One row per config (for scoring and evaluation), or with ``dedup`` one row per
+    distinct config (for training): the row of its first appearance, whose runtime is the
+    median of the duplicates' runtimes, rounded to whole ns.
+    """
     is_tile = isinstance(graph, TileGraph)
-    parts = []
+    table, distinct_of = (tile_config_features(graph, spec) if is_tile
+                          else layout_config_features(graph, spec))
+    runtime = graph.config_runtime
+    normalizer = graph.config_runtime_normalizers if is_tile else np.ones_like(runtime)
+    if dedup:
+        _, rows = np.unique(distinct_of, return_index=True)
+        runtime = np.round(pd.Series(runtime).groupby(distinct_of).median().to_numpy()
+                           ).astype(np.int64)
+        config_index, normalizer, distinct_of = rows, normalizer[rows], distinct_of[rows]
+    else:
+        config_index = np.arange(graph.n_configs)
+    config_names = [n for n in feature_names(spec, is_tile) if not n.startswith("g_")]
+    block = pd.DataFrame(table[distinct_of], columns=config_names)
     if "graph" in spec.families:
         per_graph = graph_features(graph)
-        parts.append(np.broadcast_to(per_graph, (c, len(per_graph))))
-    parts.append(config_features(graph, spec))
-    names = feature_names(spec, is_tile)
-    values = np.hstack(parts)
-    block = pd.DataFrame(values.astype(np.float32, copy=False), columns=names)
-    normalizer = graph.config_runtime_normalizers if is_tile else np.ones(c, dtype=np.int64)
+        graph_names = feature_names(FeatureSpec("graph", ("graph",)), is_tile)
+        block = pd.concat([pd.DataFrame(np.broadcast_to(per_graph, (len(block), len(per_graph))),
+                                        columns=graph_names), block], axis=1)
+    block = block[feature_names(spec, is_tile)]
     keys = pd.DataFrame({
-        "graph_id": pd.Series([graph.graph_id] * c, dtype="string"),
-        "config_index": np.arange(c, dtype=np.int32),
-        "runtime": graph.config_runtime,
+        "graph_id": pd.Series([graph.graph_id] * len(config_index), dtype="string"),
+        "config_index": config_index.astype(np.int32),
+        "runtime": runtime,
         "normalizer": normalizer,
     })
     return pd.concat([keys, block], axis=1)

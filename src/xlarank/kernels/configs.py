@@ -181,3 +181,76 @@ def tile_config_joined(config_feat, out_dims, element_bytes):
         out[i, 4] = _tile_pad(second, 8)
         out[i, 5] = elems / real
     return out
+
+
+@njit(cache=True, parallel=True)
+def config_to_int8(block):
+    """Validate and narrow float32 configs (b, nc, 18) to int8 in one pass.
+
+    Returns (int8 array of the same shape, ok). ok is False if any value is NaN, infinite,
+    fractional or outside -1..5.
+    """
+    b, nc, k = block.shape
+    out = np.empty((b, nc, k), dtype=np.int8)
+    bad = np.zeros(b, dtype=np.bool_)
+    for i in prange(b):
+        for j in range(nc):
+            for f in range(k):
+                v = block[i, j, f]
+                # NaN fails both comparisons; the cast check catches fractions.
+                if not (v >= -1.0 and v <= 5.0) or np.float32(np.int8(v)) != v:
+                    bad[i] = True
+                    out[i, j, f] = 0
+                else:
+                    out[i, j, f] = np.int8(v)
+    return out, not bad.any()
+
+
+@njit(cache=True, parallel=True)
+def config_row_hashes(configs):
+    """uint64 (n_configs,): FNV-1a hash of each config's bytes; configs int8 (b, nc, 18).
+
+    Equal configs get equal hashes; with 64 bits, two different configs of one graph
+    sharing a hash is about 1e-10 likely even at 10^5 configs.
+    """
+    b, nc, k = configs.shape
+    out = np.empty(b, dtype=np.uint64)
+    prime = np.uint64(1099511628211)
+    for i in prange(b):
+        h = np.uint64(14695981039346656037)
+        for j in range(nc):
+            for f in range(k):
+                h = (h ^ np.uint64(np.uint8(configs[i, j, f]))) * prime
+        out[i] = h
+    return out
+
+
+@njit(cache=True, parallel=True)
+def layout_changed_aggregates(configs, default_layout, weights):
+    """float32 (n_configs, 3 * n_weights): sum, mean and max of per-node weights over the
+    configurable nodes whose output layout differs from their default.
+
+    configs: int8 (n_configs, nc, 18); default_layout: int8 (nc, 6); weights: float64
+    (nc, n_weights), e.g. k-hop neighbourhood statistics. Zero when no node changed.
+    """
+    c, nc, _ = configs.shape
+    w = weights.shape[1]
+    out = np.zeros((c, 3 * w), dtype=np.float32)
+    for i in prange(c):
+        changed = 0
+        for j in range(nc):
+            same = True
+            for s in range(6):
+                if configs[i, j, s] != default_layout[j, s]:
+                    same = False
+            if same:
+                continue
+            changed += 1
+            for f in range(w):
+                out[i, f] += weights[j, f]
+                if changed == 1 or weights[j, f] > out[i, 2 * w + f]:
+                    out[i, 2 * w + f] = weights[j, f]
+        if changed > 0:
+            for f in range(w):
+                out[i, w + f] = out[i, f] / changed
+    return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 
 @njit(cache=True)
@@ -51,4 +51,69 @@ def column_mean_max(values):
                 out[1, j] = v
     for j in range(k):
         out[0, j] /= n
+    return out
+
+
+@njit(cache=True)
+def khop_union(indptr, indices, seeds, k):
+    """bool (n_nodes,): nodes within k hops of any seed (seeds included).
+
+    indptr, indices: CSR of the undirected graph (both edge directions); seeds: int64.
+    """
+    n = indptr.shape[0] - 1
+    depth = np.full(n, -1, dtype=np.int64)
+    frontier = np.empty(n, dtype=np.int64)
+    size = 0
+    for s in seeds:
+        if depth[s] < 0:
+            depth[s] = 0
+            frontier[size] = s
+            size += 1
+    head = 0
+    while head < size:
+        u = frontier[head]
+        head += 1
+        if depth[u] >= k:
+            continue
+        for e in range(indptr[u], indptr[u + 1]):
+            v = indices[e]
+            if depth[v] < 0:
+                depth[v] = depth[u] + 1
+                frontier[size] = v
+                size += 1
+    return depth >= 0
+
+
+@njit(cache=True, parallel=True)
+def khop_sums(indptr, indices, seeds, k, node_values):
+    """float64 (n_seeds, n_values): per seed, node_values summed over its k-hop neighbourhood.
+
+    indptr, indices: undirected CSR; seeds: int64 (n_seeds,); node_values: float64
+    (n_nodes, n_values). The neighbourhood holds the seed and every node at most k
+    undirected hops away, each counted once.
+    """
+    n = indptr.shape[0] - 1
+    n_seeds = seeds.shape[0]
+    out = np.zeros((n_seeds, node_values.shape[1]), dtype=np.float64)
+    for j in prange(n_seeds):
+        # Each seed gets its own scratch arrays, so threads never share one.
+        depth = np.full(n, -1, dtype=np.int64)
+        queue = np.empty(n, dtype=np.int64)
+        queue[0] = seeds[j]
+        depth[seeds[j]] = 0
+        size = 1
+        head = 0
+        while head < size:
+            u = queue[head]
+            head += 1
+            for f in range(node_values.shape[1]):
+                out[j, f] += node_values[u, f]
+            if depth[u] >= k:
+                continue
+            for e in range(indptr[u], indptr[u + 1]):
+                v = indices[e]
+                if depth[v] < 0:
+                    depth[v] = depth[u] + 1
+                    queue[size] = v
+                    size += 1
     return out

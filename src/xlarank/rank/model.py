@@ -94,7 +94,8 @@ class Ranker:
     @property
     def feature_spec(self) -> FeatureSpec:
         """The spec to featurize new graphs with; its hash is the one the model saw."""
-        spec = FeatureSpec(self.card["features"]["name"], tuple(self.card["features"]["families"]))
+        spec = FeatureSpec(self.card["features"]["name"], tuple(self.card["features"]["families"]),
+                           self.card["features"].get("k", 2))
         if spec.hash != self.card["features"]["hash"]:
             raise MismatchError(f"model's feature spec (hash {self.card['features']['hash']}) "
                                 f"is not this xlarank's (hash {spec.hash}); retrain the model")
