@@ -26,6 +26,9 @@ READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, Ke
                RuntimeError)
 
 
+READ_PIECE = 1 << 20
+
+
 class NpzStream:
     """An open npz file whose members are read whole or in row blocks.
 
@@ -67,7 +70,7 @@ class NpzStream:
         except READ_ERRORS as exc:
             raise BadGraphError(self.path, f"{key}: cannot be read ({exc})") from None
         order = "F" if fortran else "C"
-        return np.frombuffer(data, dtype=dtype).reshape(shape, order=order).copy()
+        return data.view(dtype).reshape(shape, order=order)
 
     def iter_rows(self, key: str, rows_per_block: int) -> Iterator[np.ndarray]:
         """Yield consecutive blocks of leading-axis rows, each of shape (<= rows_per_block, ...).
@@ -88,7 +91,7 @@ class NpzStream:
                 for start in range(0, shape[0], rows_per_block):
                     n = min(rows_per_block, shape[0] - start)
                     data = self._read_exact(key, stream, n * row_bytes)
-                    yield np.frombuffer(data, dtype=dtype).reshape((n, *row_shape))
+                    yield data.view(dtype).reshape((n, *row_shape))
         except BadGraphError:
             raise
         except READ_ERRORS as exc:
@@ -120,10 +123,17 @@ class NpzStream:
                                            f"but {stored} bytes are stored")
         return tuple(shape), bool(fortran), dtype
 
-    def _read_exact(self, key: str, stream, nbytes: int) -> bytes:
-        data = stream.read(nbytes)
-        if len(data) != nbytes:
-            raise BadGraphError(
-                self.path, f"{key}: truncated ({len(data)} of {nbytes} bytes present)"
-            )
-        return data
+    def _read_exact(self, key: str, stream, nbytes: int) -> np.ndarray:
+        """uint8 (nbytes,), filled in READ_PIECE steps: one read of n bytes would hold the
+        decompressed pieces and their join at once, twice the memory."""
+        out = np.empty(nbytes, dtype=np.uint8)
+        view = memoryview(out)
+        filled = 0
+        while filled < nbytes:
+            piece = stream.read(min(READ_PIECE, nbytes - filled))
+            if not piece:
+                raise BadGraphError(
+                    self.path, f"{key}: truncated ({filled} of {nbytes} bytes present)")
+            view[filled : filled + len(piece)] = piece
+            filled += len(piece)
+        return out

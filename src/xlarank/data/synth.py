@@ -104,6 +104,11 @@ class SynthSize:
     layout_configs: tuple[int, int]
 
 
+# One layout graph at the scale of the largest real ones (FORMAT.md: 40,332 nodes,
+# 2,251 configurable, 10,760 configs), for benchmarks.
+BENCH_GRAPH = SynthSize((0, 0, 0), (0, 0, 1), (2, 2), (1, 1), (40_000, 40_000), (2_000, 2_000),
+                        (10_000, 10_000))
+
 PRESETS = {
     "tiny": SynthSize((6, 3, 2), (4, 2, 2), (2, 12), (8, 30), (40, 120), (4, 12), (12, 40)),
     "demo": SynthSize((120, 30, 10), (30, 8, 3), (2, 30), (20, 120), (200, 800), (16, 60),
@@ -282,9 +287,11 @@ def layout_setting(program: Program) -> LayoutSetting:
     return LayoutSetting(ids.astype(np.int64), first, second)
 
 
-def _random_layout(rng: np.random.Generator, rank: int) -> np.ndarray:
-    out = np.full(6, -1, dtype=np.int8)
-    out[:rank] = rng.permutation(rank)
+def _random_layouts(rng: np.random.Generator, count: int, rank: int) -> np.ndarray:
+    """int8 (count, 6): random minor-to-major permutations of ``rank`` dims, -1 after."""
+    out = np.full((count, 6), -1, dtype=np.int8)
+    if rank:
+        out[:, :rank] = np.argsort(rng.random((count, rank)), axis=1)
     return out
 
 
@@ -292,32 +299,44 @@ def generate_layout_configs(rng: np.random.Generator, program: Program, setting:
                             n_configs: int, search: str) -> np.ndarray:
     """int8 (n_configs, nc, 18): output, input and kernel layouts per configurable node.
 
-    ``default`` search changes few nodes away from the default layout; ``random`` many.
+    ``default`` search moves few nodes off their default output layout, ``random`` many.
+    Each operand is mostly read in the layout it is produced in (its configurable
+    producer's choice, or its default); otherwise in its default or a random layout, which
+    costs a copy in the cost model.
     """
-    nc = len(setting.config_ids)
+    ids = setting.config_ids
+    nc = len(ids)
     defaults = default_layouts(program.rank)
     p_change = 0.12 if search == "default" else 0.6
     n_distinct = max(1, int(round(n_configs * rng.uniform(0.6, 0.95))))
-    position = {int(node): j for j, node in enumerate(setting.config_ids)}
-    distinct = np.empty((n_distinct, nc, 18), dtype=np.int8)
-    for c in range(n_distinct):
-        for j, node in enumerate(setting.config_ids):
-            r = int(program.rank[node])
-            distinct[c, j, 0:6] = (_random_layout(rng, r) if rng.random() < p_change
-                                   else defaults[node])
-        for j, node in enumerate(setting.config_ids):
-            for slot, src in ((6, setting.input_src[j]), (12, setting.kernel_src[j])):
-                if src < 0 or program.rank[src] == 0:
-                    distinct[c, j, slot:slot + 6] = -1
-                    continue
-                produced = (distinct[c, position[int(src)], 0:6] if int(src) in position
-                            else defaults[src])
-                # Layout assignment mostly reads operands as produced; otherwise it pays a copy.
-                if rng.random() < 0.65:
-                    distinct[c, j, slot:slot + 6] = produced
-                else:
-                    distinct[c, j, slot:slot + 6] = (defaults[src] if rng.random() < 0.5
-                                                     else _random_layout(rng, int(program.rank[src])))
+    distinct = np.full((n_distinct, nc, 18), -1, dtype=np.int8)
+    distinct[:, :, 0:6] = defaults[ids][None, :, :]
+    change = rng.random((n_distinct, nc)) < p_change
+    for r in np.unique(program.rank[ids]):
+        nodes = np.flatnonzero(program.rank[ids] == r)
+        moved = change[:, nodes]
+        fresh = _random_layouts(rng, moved.sum(), int(r))
+        block = distinct[:, nodes, 0:6]
+        block[moved] = fresh
+        distinct[:, nodes, 0:6] = block
+    position = np.full(len(program.rank), -1, dtype=np.int64)
+    position[ids] = np.arange(nc)
+    for slot, sources in ((6, setting.input_src), (12, setting.kernel_src)):
+        live = np.flatnonzero((sources >= 0) & (program.rank[np.maximum(sources, 0)] > 0))
+        if not len(live):
+            continue
+        src = sources[live]
+        configurable = position[src] >= 0
+        produced = np.broadcast_to(defaults[src][None], (n_distinct, len(live), 6)).copy()
+        produced[:, configurable] = distinct[:, position[src[configurable]], 0:6]
+        pick = rng.random((n_distinct, len(live)))
+        read = produced
+        keep_default = (pick >= 0.65) & (pick < 0.825)
+        read[keep_default] = np.broadcast_to(defaults[src][None], produced.shape)[keep_default]
+        for r in np.unique(program.rank[src]):
+            wild = (pick >= 0.825) & (program.rank[src] == r)[None, :]
+            read[wild] = _random_layouts(rng, int(wild.sum()), int(r))
+        distinct[:, live, slot:slot + 6] = read
     pick = np.concatenate([np.arange(n_distinct),
                            rng.integers(0, n_distinct, n_configs - n_distinct)])
     return distinct[rng.permutation(pick)[:n_configs]]
@@ -449,7 +468,7 @@ def _truncate(program: Program, n: int) -> Program:
 
 
 def make_layout_file(path: Path, collection: Collection, seed: int, split: str, index: int,
-                     size: SynthSize, config_block: int = 2048) -> None:
+                     size: SynthSize, config_block: int = 512) -> None:
     rng = _rng(seed, collection, split, index)
     n_nodes = int(rng.integers(size.layout_nodes[0], size.layout_nodes[1] + 1))
     program = generate_program(rng, n_nodes)

@@ -1,0 +1,145 @@
+"""Featurize benchmark: time, peak memory and speed-up on one large layout graph per input.
+
+For each file: the time to decompress it (np.load of every array), the time and peak RSS
+of xlarank's featurization (read + validate + featurize, configs streamed), and the time of
+the plain reference implementation (tests/naive.py, networkx k-hop), measured on a sample
+of configs and of configurable nodes and scaled linearly to the whole graph (the reference
+is per config and per node, so it scales linearly; running it whole would take hours).
+
+Each measurement runs in its own process so peak RSS is its own. Peak RSS is reported as
+the rise over the process's RSS after imports and a warm-up on a tiny graph (Numba compile
+cache loaded), next to the decompressed size of node_config_feat.
+
+    python bench/featurize.py FILE [FILE ...] --out bench/results/featurize.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure_decompress(path: str) -> dict:
+    import numpy as np
+
+    before = rss_mib()
+    start = time.perf_counter()
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    seconds = time.perf_counter() - start
+    shape = arrays["node_config_feat"].shape
+    return {"seconds": seconds, "peak_rss_rise_mib": rss_mib() - before,
+            "node_config_feat_shape": list(shape),
+            "node_config_feat_mib": arrays["node_config_feat"].nbytes / 2**20}
+
+
+def measure_featurize(path: str) -> dict:
+    from xlarank.data.graph import load_graph
+    from xlarank.features import featurize_graph, load_feature_spec
+
+    spec = load_feature_spec(ROOT / "features" / "default.toml")
+    warm = sorted((ROOT.parent / "shared" / "tpugraphs" / "npz" / "layout").rglob("*.npz"))
+    if warm:
+        featurize_graph(load_graph(min(warm, key=lambda p: p.stat().st_size), configs=False), spec)
+    before = rss_mib()
+    start = time.perf_counter()
+    graph = load_graph(path, configs=False)
+    block = featurize_graph(graph, spec)
+    seconds = time.perf_counter() - start
+    dedup_start = time.perf_counter()
+    distinct = len(featurize_graph(graph, spec, dedup=True))
+    return {"seconds": seconds, "peak_rss_rise_mib": rss_mib() - before,
+            "rows": len(block), "features": block.shape[1] - 4, "distinct_configs": distinct,
+            "dedup_frame_seconds": time.perf_counter() - dedup_start}
+
+
+def measure_reference(path: str, sample_configs: int = 40, sample_nodes: int = 40) -> dict:
+    """Reference time per config (joined + means + changed aggregates) and per k-hop seed."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import naive
+    from xlarank.data.graph import load_graph
+    from xlarank.features import load_feature_spec
+    from xlarank.features.build import LayoutContext
+
+    spec = load_feature_spec(ROOT / "features" / "default.toml")
+    graph = load_graph(path)
+    context = LayoutContext.of(graph, spec)
+    configs = graph.node_config_feat[:sample_configs]
+    start = time.perf_counter()
+    naive.layout_config_means(configs)
+    naive.layout_config_joined(configs, context.dims, context.nbytes, context.layouts,
+                               context.operand_pos, context.operand_info)
+    naive.layout_changed_aggregates(configs, context.layouts, context.khop)
+    per_config = (time.perf_counter() - start) / len(configs)
+    seeds = graph.node_config_ids[:sample_nodes]
+    values = np.ones((graph.n_nodes, 7))
+    start = time.perf_counter()
+    naive.khop_sums(graph.edge_index, graph.n_nodes, seeds, spec.k, values)
+    per_seed = (time.perf_counter() - start) / len(seeds)
+    return {"seconds_per_config": per_config, "seconds_per_configurable_node": per_seed,
+            "sampled_configs": len(configs), "sampled_nodes": len(seeds),
+            "seconds": per_config * graph.n_configs + per_seed * graph.n_configurable,
+            "note": "per-config and per-node times on samples, scaled to the whole graph"}
+
+
+def in_subprocess(kind: str, path: str) -> dict:
+    code = (f"import json, sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); "
+            f"import featurize as b; print(json.dumps(b.measure_{kind}({path!r})))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+")
+    parser.add_argument("--out", default="bench/results/featurize.json")
+    parser.add_argument("--repeat", type=int, default=2, help="timed runs; the best is kept")
+    args = parser.parse_args()
+    results = []
+    for path in args.files:
+        decompress = min((in_subprocess("decompress", path) for _ in range(args.repeat)),
+                         key=lambda r: r["seconds"])
+        featurize = min((in_subprocess("featurize", path) for _ in range(args.repeat)),
+                        key=lambda r: r["seconds"])
+        reference = in_subprocess("reference", path)
+        record = {
+            "file": path,
+            "data": "synthetic (xlarank synth)" if "bench" in path or "synth" in path
+                    else "real TpuGraphs sample",
+            "decompress": decompress, "featurize": featurize, "reference": reference,
+            "featurize_over_decompress": featurize["seconds"] / decompress["seconds"],
+            "peak_rss_rise_over_config_mib": featurize["peak_rss_rise_mib"]
+                                             / decompress["node_config_feat_mib"],
+            "speedup_over_reference": reference["seconds"] / featurize["seconds"],
+        }
+        results.append(record)
+        print(f"{path}: featurize {featurize['seconds']:.2f}s = "
+              f"{record['featurize_over_decompress']:.2f}x decompress "
+              f"({decompress['seconds']:.2f}s); peak RSS rise {featurize['peak_rss_rise_mib']:.0f} MiB"
+              f" = {record['peak_rss_rise_over_config_mib']:.2f}x node_config_feat "
+              f"({decompress['node_config_feat_mib']:.0f} MiB); "
+              f"{record['speedup_over_reference']:.0f}x faster than the reference")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"machine": {"cpus": __import__("os").cpu_count(),
+                                           "python": platform.python_version()},
+                               "results": results}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
