@@ -21,7 +21,7 @@ FUZZ_EXAMPLES ?= 3000
 .DELETE_ON_ERROR:
 # Frames and models are products in their own right, not intermediates to delete.
 .SECONDARY:
-.PHONY: help install dev demo test fuzz features models evaluate submission clean clean-all
+.PHONY: help install dev demo test fuzz bench features models evaluate submission clean clean-all
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -89,6 +89,17 @@ $(REPORTS)/submission.csv: $(foreach c,$(COLLECTIONS),$(TRAINED)/xlarank/$(c)/ca
 	$(XLARANK) submit $(DATA) --models $(TRAINED)/xlarank --out $@
 
 submission: $(REPORTS)/submission.csv ## competition CSV for the five test folders
+
+# ---------------------------------------------------------------- benchmarks
+BENCH_GRAPH := data/bench/npz/layout/xla/random/test/bench_40k.npz
+REAL_NLP_SAMPLE := ../shared/tpugraphs/npz/layout/nlp/default/test/3a0c5517a87df8d82fd637b83298a3ba.npz
+
+$(BENCH_GRAPH): | $(VENV)/.installed
+	$(BIN)/python bench/featurize.py --make-graph $@
+
+bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json ## featurize speed/memory and feature ablation -> bench/results/*.json
+	$(BIN)/python bench/featurize.py $(BENCH_GRAPH) $(REAL_NLP_SAMPLE) --out bench/results/featurize.json
+	$(BIN)/python bench/ablation.py $(DEMO_DATA) --out bench/results/ablation.json
 
 # ---------------------------------------------------------------- demo
 $(DEMO_DATA)/synth.json: | $(VENV)/.installed

@@ -11,6 +11,7 @@ the rise over the process's RSS after imports and a warm-up on a tiny graph (Num
 cache loaded), next to the decompressed size of node_config_feat.
 
     python bench/featurize.py FILE [FILE ...] --out bench/results/featurize.json
+    python bench/featurize.py --make-graph PATH   # the real-scale synthetic layout graph
 """
 
 from __future__ import annotations
@@ -106,10 +107,18 @@ def in_subprocess(kind: str, path: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="+")
+    parser.add_argument("files", nargs="*")
+    parser.add_argument("--make-graph", help="write the real-scale synthetic graph here")
     parser.add_argument("--out", default="bench/results/featurize.json")
     parser.add_argument("--repeat", type=int, default=2, help="timed runs; the best is kept")
     args = parser.parse_args()
+    if args.make_graph:
+        from xlarank.data.collections import get_collection
+        from xlarank.data.synth import BENCH_GRAPH, make_layout_file
+
+        make_layout_file(Path(args.make_graph), get_collection("layout-xla-random"), 0, "test",
+                         0, BENCH_GRAPH)
+        return
     results = []
     for path in args.files:
         decompress = min((in_subprocess("decompress", path) for _ in range(args.repeat)),

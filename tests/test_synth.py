@@ -90,3 +90,9 @@ def test_layout_cost_grows_with_relayouts():
     base = layout_runtime(program, setting, keep, quiet)[0]
     slower = layout_runtime(program, setting, flipped, np.random.default_rng(1))[0]
     assert slower > base
+
+
+def test_dims_stay_in_range_on_long_programs():
+    for seed in range(3):
+        program = generate_program(np.random.default_rng(seed), 5000)
+        assert program.dims.max() < 2**31

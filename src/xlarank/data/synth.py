@@ -83,6 +83,7 @@ DIM_P = np.array([2, 3, 2, 3, 3, 6, 4, 6, 4, 8, 3, 8, 4, 2, 3, 9, 4, 2, 6, 3, 4,
 DIM_P /= DIM_P.sum()
 CHANNELS = np.array([8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512])
 
+MAX_MERGED_DIM = 1 << 20
 NS_PER_BYTE = 0.02
 COPY_NS_PER_BYTE = 0.1
 TILE_OVERHEAD_NS = 350.0
@@ -252,10 +253,15 @@ def generate_program(rng: np.random.Generator, n_nodes: int) -> Program:
 
 
 def _reshape(rng: np.random.Generator, shape: list[int]) -> list[int]:
-    """A shape of the same element count: merge two neighbours or split one dim."""
+    """A shape of the same element count: merge two neighbours or split one dim.
+
+    Merges stay below MAX_MERGED_DIM, as real dims do; a long chain of reshapes would
+    otherwise grow one dim past what node_feat can hold.
+    """
     if len(shape) >= 2 and (len(shape) >= 4 or rng.random() < 0.5):
         k = int(rng.integers(len(shape) - 1))
-        return shape[:k] + [shape[k] * shape[k + 1]] + shape[k + 2:]
+        if shape[k] * shape[k + 1] <= MAX_MERGED_DIM:
+            return shape[:k] + [shape[k] * shape[k + 1]] + shape[k + 2:]
     if shape and shape[-1] % 2 == 0 and shape[-1] > 2:
         return shape[:-1] + [2, shape[-1] // 2]
     return shape + [1]
