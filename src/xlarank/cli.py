@@ -66,8 +66,11 @@ def _collections(name: str) -> list:
 @app.command()
 def synth(
     out_dir: Annotated[Path, typer.Argument(help="Folder to create; gets npz/<collection>/<split>/*.npz.")],
-    preset: Annotated[str, typer.Option(help="Size: tiny, demo or small.")] = "demo",
+    preset: Annotated[str, typer.Option(help="Size: tiny, demo, small, or real (the real "
+                                        "dataset's file counts and size mix).")] = "demo",
     seed: Annotated[int, typer.Option(help="Same seed, same files.")] = 0,
+    workers: Annotated[int, typer.Option(help="Local processes; the files are the same "
+                                         "for any number.")] = 1,
 ) -> None:
     """Write a synthetic dataset in the official tree (all five collections)."""
     from xlarank.data.synth import PRESETS, synth_dataset, synth_file_count
@@ -76,7 +79,7 @@ def synth(
         if preset not in PRESETS:
             raise XlarankError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
         with _progress("synth", synth_file_count(preset)) as tick:
-            synth_dataset(out_dir, preset, seed, on_file=tick)
+            synth_dataset(out_dir, preset, seed, on_file=tick, workers=workers)
     console.print(f"wrote synthetic dataset ({preset}, seed {seed}) to {out_dir} "
               "[dim](synthetic data, not TpuGraphs)[/dim]")
 

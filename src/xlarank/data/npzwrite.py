@@ -13,7 +13,7 @@ import numpy as np
 
 def write_npz(path: Path, arrays: dict[str, np.ndarray],
               streamed: dict[str, tuple[tuple[int, ...], np.dtype, Iterable[np.ndarray]]]
-              | None = None) -> None:
+              | None = None, compress_level: int = 6) -> None:
     """Write a compressed npz that ``np.load`` reads, without holding streamed members whole.
 
     ``streamed`` maps a key to (shape, dtype, blocks): the blocks are C-ordered row blocks
@@ -25,7 +25,8 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray],
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     os.close(fd)
     try:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True,
+                             compresslevel=compress_level) as zf:
             for key, array in arrays.items():
                 with zf.open(key + ".npy", "w", force_zip64=True) as member:
                     np.lib.format.write_array(member, np.ascontiguousarray(array),

@@ -49,7 +49,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -57,6 +57,7 @@ import numpy as np
 
 from xlarank.data.collections import COLLECTIONS, SPLITS, Collection
 from xlarank.data.npzwrite import write_npz
+from xlarank.engine import map_ordered
 from xlarank.errors import XlarankError
 
 # Opcode ids (FORMAT.md).
@@ -84,6 +85,7 @@ DIM_P /= DIM_P.sum()
 CHANNELS = np.array([8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512])
 
 MAX_MERGED_DIM = 1 << 20
+MAX_CONFIG_TENSOR_BYTES = 2_600_000_000
 NS_PER_BYTE = 0.02
 COPY_NS_PER_BYTE = 0.1
 TILE_OVERHEAD_NS = 350.0
@@ -94,15 +96,34 @@ TILE_NOISE = 0.02
 
 @dataclass(frozen=True)
 class SynthSize:
-    """How many files and how large, per collection kind."""
+    """How many files and how large. Sizes are drawn log-uniformly from the (min, max)
+    ranges, so small graphs are common and large ones rare, as in the real data."""
 
     tile_files: tuple[int, int, int]  # train, valid, test
-    layout_files: tuple[int, int, int]
+    layout_files: tuple[int, int, int]  # per layout collection, unless layout_files_each
     tile_nodes: tuple[int, int]  # min, max
     tile_configs: tuple[int, int]
     layout_nodes: tuple[int, int]
     layout_configurable: tuple[int, int]
-    layout_configs: tuple[int, int]
+    layout_configs: tuple[int, int]  # unless layout_configs_each
+    # Per layout collection (xla default, xla random, nlp default, nlp random), if they differ.
+    layout_files_each: tuple[tuple[int, int, int], ...] | None = None
+    layout_configs_each: tuple[tuple[int, int], ...] | None = None
+    compress_level: int = 6
+
+    def files(self, collection: Collection) -> tuple[int, int, int]:
+        if collection.is_tile:
+            return self.tile_files
+        if self.layout_files_each:
+            return self.layout_files_each[COLLECTIONS.index(collection) - 1]
+        return self.layout_files
+
+    def configs(self, collection: Collection) -> tuple[int, int]:
+        if collection.is_tile:
+            return self.tile_configs
+        if self.layout_configs_each:
+            return self.layout_configs_each[COLLECTIONS.index(collection) - 1]
+        return self.layout_configs
 
 
 # One layout graph at the scale of the largest real ones (FORMAT.md: 40,332 nodes,
@@ -116,7 +137,23 @@ PRESETS = {
                       (80, 300)),
     "small": SynthSize((400, 60, 20), (40, 8, 4), (2, 60), (20, 400), (500, 3000), (30, 200),
                        (200, 1500)),
+    # The real dataset's file counts per collection and split (FORMAT.md) and its size
+    # range: tile kernels of up to a few hundred nodes and thousands of configs; programs of
+    # up to 40,000 nodes and 2,000 configurable nodes; up to 100,000 configs in nlp random.
+    # Compressed fast (level 1): the point is reading it back.
+    "real": SynthSize((5709, 676, 844), (0, 0, 0), (2, 300), (2, 8000), (300, 40_000),
+                      (10, 2_000), (500, 15_000),
+                      layout_files_each=((61, 7, 8), (69, 7, 8), (198, 20, 17), (207, 20, 17)),
+                      layout_configs_each=((500, 15_000), (500, 15_000), (500, 15_000),
+                                           (1_000, 100_000)),
+                      compress_level=1),
 }
+
+
+def draw_size(rng: np.random.Generator, bounds: tuple[int, int]) -> int:
+    """An integer in [lo, hi], log-uniform."""
+    lo, hi = bounds
+    return int(np.clip(round(np.exp(rng.uniform(np.log(lo), np.log(hi + 0.999)))), lo, hi))
 
 
 @dataclass(frozen=True)
@@ -388,19 +425,20 @@ def layout_runtime(program: Program, setting: LayoutSetting, configs: np.ndarray
 
 def generate_tile_configs(rng: np.random.Generator, out_dims: np.ndarray,
                           n_configs: int) -> np.ndarray:
-    """float32 (n_configs, 24): output bounds tile the output shape; config 0 is the default."""
+    """float32 (n_configs, 24): output bounds tile the output shape; config 0 is the default
+    (whole dims)."""
     rank = int((out_dims > 0).sum())
     n_distinct = max(1, int(round(n_configs * rng.uniform(0.6, 0.95))))
     distinct = np.zeros((n_distinct, 24), dtype=np.float32)
-    for c in range(n_distinct):
-        for d in range(rank):
-            size = int(out_dims[d])
-            # Compilers rarely propose tiles of 1 or 2 on large dims.
-            smallest = 1 if size < 16 else 4
-            choices = sorted({4, 8, 16, 32, 64, 128, 256, 512, size, max(1, size // 2),
-                              max(1, size // 3), min(size, 100)})
-            choices = [t for t in choices if smallest <= t <= size] or [size]
-            distinct[c, 8 + d] = choices[-1] if c == 0 else rng.choice(choices)
+    for d in range(rank):
+        size = int(out_dims[d])
+        # Compilers rarely propose tiles of 1 or 2 on large dims.
+        smallest = 1 if size < 16 else 4
+        choices = sorted({4, 8, 16, 32, 64, 128, 256, 512, size, max(1, size // 2),
+                          max(1, size // 3), min(size, 100)})
+        choices = np.array([t for t in choices if smallest <= t <= size] or [size])
+        distinct[:, 8 + d] = rng.choice(choices, n_distinct)
+        distinct[0, 8 + d] = choices[-1]
     pick = np.concatenate([np.arange(n_distinct),
                            rng.integers(0, n_distinct, n_configs - n_distinct)])
     order = np.concatenate([[0], rng.permutation(pick[1:])])
@@ -439,13 +477,13 @@ def _rng(seed: int, collection: Collection, split: str, index: int) -> np.random
 
 def make_tile_file(path: Path, seed: int, split: str, index: int, size: SynthSize) -> None:
     rng = _rng(seed, COLLECTIONS[0], split, index)
-    n_nodes = int(rng.integers(size.tile_nodes[0], size.tile_nodes[1] + 1))
+    n_nodes = draw_size(rng, size.tile_nodes)
     program = generate_program(rng, n_nodes)
     # The kernel's output is the last non-tuple value.
     out = int(np.flatnonzero((program.rank > 0) & (program.opcode != TUPLE))[-1])
     program = _truncate(program, out + 1)
     out_dims = program.dims[out]
-    n_configs = int(rng.integers(size.tile_configs[0], size.tile_configs[1] + 1))
+    n_configs = draw_size(rng, size.tile_configs)
     configs = generate_tile_configs(rng, out_dims, n_configs)
     n_operands = int((program.opcode == PARAMETER).sum()) + 1
     intensity = 1.0 + float(np.isin(program.opcode, (CONVOLUTION, DOT)).sum()) * 4.0
@@ -463,7 +501,7 @@ def make_tile_file(path: Path, seed: int, split: str, index: int, size: SynthSiz
         "config_feat": configs,
         "config_runtime": runtime,
         "config_runtime_normalizers": np.full(n_configs, normalizer, dtype=np.int64),
-    })
+    }, compress_level=size.compress_level)
 
 
 def _truncate(program: Program, n: int) -> Program:
@@ -476,16 +514,19 @@ def _truncate(program: Program, n: int) -> Program:
 def make_layout_file(path: Path, collection: Collection, seed: int, split: str, index: int,
                      size: SynthSize, config_block: int = 512) -> None:
     rng = _rng(seed, collection, split, index)
-    n_nodes = int(rng.integers(size.layout_nodes[0], size.layout_nodes[1] + 1))
+    n_nodes = draw_size(rng, size.layout_nodes)
     program = generate_program(rng, n_nodes)
     setting = layout_setting(program)
-    target = int(rng.integers(size.layout_configurable[0], size.layout_configurable[1] + 1))
+    n_configs = draw_size(rng, size.configs(collection))
+    # The largest real config tensor is ~2.6 GB as float32 (FORMAT.md): many configs come
+    # with fewer configurable nodes.
+    target = min(draw_size(rng, size.layout_configurable),
+                 max(1, MAX_CONFIG_TENSOR_BYTES // (n_configs * 18 * 4)))
     if len(setting.config_ids) > target:
         # Keep a subset configurable; the others keep their default layout.
         keep = np.sort(rng.choice(len(setting.config_ids), target, replace=False))
         setting = LayoutSetting(setting.config_ids[keep], setting.input_src[keep],
                                 setting.kernel_src[keep])
-    n_configs = int(rng.integers(size.layout_configs[0], size.layout_configs[1] + 1))
     configs = generate_layout_configs(rng, program, setting, n_configs, collection.search)
     runtime = np.concatenate([layout_runtime(program, setting, configs[s:s + config_block], rng)
                               for s in range(0, n_configs, config_block)])
@@ -501,30 +542,46 @@ def make_layout_file(path: Path, collection: Collection, seed: int, split: str, 
         "config_runtime": runtime,
         "node_splits": np.array([[0, program.opcode.shape[0]]], dtype=np.int64),
     }, streamed={"node_config_feat": ((n_configs, len(setting.config_ids), 18), np.float32,
-                                      blocks)})
+                                      blocks)}, compress_level=size.compress_level)
 
 
-def synth_jobs(seed: int, size: SynthSize) -> Iterator[tuple[Path, Callable[[Path], None]]]:
-    """(relative path, writer) for every file of a synthetic tree."""
-    for collection in COLLECTIONS:
-        counts = size.tile_files if collection.is_tile else size.layout_files
-        for split, count in zip(SPLITS, counts):
-            for i in range(count):
-                rel = Path("npz") / collection.folder / split / f"synth_{split}_{i:04d}.npz"
-                if collection.is_tile:
-                    yield rel, (lambda p, s=split, i=i: make_tile_file(p, seed, s, i, size))
-                else:
-                    yield rel, (lambda p, c=collection, s=split, i=i:
-                                make_layout_file(p, c, seed, s, i, size))
+@dataclass(frozen=True)
+class SynthJob:
+    """One file of a synthetic tree, to be written by `write_synth_file` in any process."""
+
+    root: Path
+    rel: Path
+    collection: Collection
+    split: str
+    index: int
+    seed: int
+    size: SynthSize
+
+
+def write_synth_file(job: SynthJob) -> Path:
+    path = job.root / job.rel
+    if job.collection.is_tile:
+        make_tile_file(path, job.seed, job.split, job.index, job.size)
+    else:
+        make_layout_file(path, job.collection, job.seed, job.split, job.index, job.size)
+    return job.rel
+
+
+def synth_jobs(root: Path, seed: int, size: SynthSize) -> list[SynthJob]:
+    """Every file of a synthetic tree under ``root``."""
+    return [SynthJob(root, Path("npz") / c.folder / split / f"synth_{split}_{i:04d}.npz",
+                     c, split, i, seed, size)
+            for c in COLLECTIONS for split, count in zip(SPLITS, size.files(c))
+            for i in range(count)]
 
 
 def synth_dataset(out: Path, preset: str = "demo", seed: int = 0,
-                  on_file: Callable[[Path], None] | None = None) -> Path:
+                  on_file: Callable[[Path], None] | None = None, workers: int = 1) -> Path:
     """Write a synthetic dataset in the official tree under ``out``.
 
     The tree is built beside ``out`` and renamed into place when complete, so ``out``
     either holds a whole dataset or does not exist. ``out/synth.json`` records how it was
-    made. Raises `XlarankError` if ``out`` already exists.
+    made. Files are the same for any ``workers``. Raises `XlarankError` if ``out`` exists.
     """
     if preset not in PRESETS:
         raise XlarankError(f"unknown synth preset {preset!r}; known: {', '.join(PRESETS)}")
@@ -535,10 +592,10 @@ def synth_dataset(out: Path, preset: str = "demo", seed: int = 0,
     building = out.with_name(f".{out.name}.partial-{os.getpid()}")
     shutil.rmtree(building, ignore_errors=True)
     try:
-        for rel, write in synth_jobs(seed, size):
-            write(building / rel)
-            if on_file:
-                on_file(rel)
+        jobs = synth_jobs(building, seed, size)
+        done = (lambda job: on_file(job.rel)) if on_file else None
+        for _ in map_ordered(write_synth_file, jobs, workers, on_done=done):
+            pass
         manifest = {"generator": "xlarank synth", "preset": preset, "seed": seed,
                     "size": asdict(size), "note": "synthetic data, not TpuGraphs"}
         (building / "synth.json").write_text(json.dumps(manifest, indent=2) + "\n")
@@ -551,4 +608,4 @@ def synth_dataset(out: Path, preset: str = "demo", seed: int = 0,
 
 def synth_file_count(preset: str) -> int:
     size = PRESETS[preset]
-    return sum(size.tile_files) + 4 * sum(size.layout_files)
+    return sum(sum(size.files(c)) for c in COLLECTIONS)
