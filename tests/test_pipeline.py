@@ -172,3 +172,21 @@ def test_eval_indices_restrict_configs(tmp_path, samples):
     with pytest.raises(XlarankError, match="not valid JSON"):
         (tmp_path / "broken.json").write_text("{")
         load_eval_indices(tmp_path / "broken.json")
+
+
+def test_feature_spec_k_and_bad_specs(tmp_path):
+    from xlarank.errors import SpecError
+
+    base = 'name = "x"\nfamilies = ["graph", "khop"]\n'
+    (tmp_path / "k1.toml").write_text(base + "k = 1\n")
+    (tmp_path / "k3.toml").write_text(base + "k = 3\n")
+    k1, k3 = load_feature_spec(tmp_path / "k1.toml"), load_feature_spec(tmp_path / "k3.toml")
+    assert (k1.k, k3.k) == (1, 3) and k1.hash != k3.hash
+    for text, message in [(base + "k = -1\n", "'k'"), (base + "radius = 2\n", "unknown keys"),
+                          ('families = ["graph", "gnn"]\n', "unknown feature families"),
+                          ("families = [\n", "not valid TOML")]:
+        (tmp_path / "bad.toml").write_text(text)
+        with pytest.raises(SpecError, match=message):
+            load_feature_spec(tmp_path / "bad.toml")
+    with pytest.raises(SpecError, match="not found"):
+        load_feature_spec(tmp_path / "missing.toml")
