@@ -27,6 +27,15 @@ def _tile_pad(size, multiple):
     return np.ceil(size / multiple) * multiple / size
 
 
+@njit(cache=True)
+def _keeps_default(configs, i, j, default_layout):
+    """Whether config i leaves configurable node j's output layout at its default."""
+    for s in range(6):
+        if configs[i, j, s] != default_layout[j, s]:
+            return False
+    return True
+
+
 @njit(cache=True, parallel=True)
 def layout_config_means(configs):
     """float32 (n_configs, 18): mean over configurable nodes of each config column.
@@ -76,11 +85,7 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
         relayout_n = 0.0
         relayout_max = 0.0
         for j in range(nc):
-            same = True
-            for s in range(6):
-                if configs[i, j, s] != default_layout[j, s]:
-                    same = False
-            if same:
+            if _keeps_default(configs, i, j, default_layout):
                 n_default += 1.0
                 default_bytes += node_bytes[j]
             minor_id = configs[i, j, 0]
@@ -239,11 +244,7 @@ def layout_changed_aggregates(configs, default_layout, weights):
     for i in prange(c):
         changed = 0
         for j in range(nc):
-            same = True
-            for s in range(6):
-                if configs[i, j, s] != default_layout[j, s]:
-                    same = False
-            if same:
+            if _keeps_default(configs, i, j, default_layout):
                 continue
             changed += 1
             for f in range(w):

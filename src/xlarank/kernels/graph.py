@@ -55,23 +55,15 @@ def column_mean_max(values):
 
 
 @njit(cache=True)
-def khop_union(indptr, indices, seeds, k):
-    """bool (n_nodes,): nodes within k hops of any seed (seeds included).
+def _expand(indptr, indices, k, depth, queue, size):
+    """Breadth-first from the nodes already in queue[:size] (depth set), up to depth k.
 
-    indptr, indices: CSR of the undirected graph (both edge directions); seeds: int64.
+    Appends every newly reached node to queue and returns the new size: the reached
+    nodes are queue[:size], each once.
     """
-    n = indptr.shape[0] - 1
-    depth = np.full(n, -1, dtype=np.int64)
-    frontier = np.empty(n, dtype=np.int64)
-    size = 0
-    for s in seeds:
-        if depth[s] < 0:
-            depth[s] = 0
-            frontier[size] = s
-            size += 1
     head = 0
     while head < size:
-        u = frontier[head]
+        u = queue[head]
         head += 1
         if depth[u] >= k:
             continue
@@ -79,8 +71,27 @@ def khop_union(indptr, indices, seeds, k):
             v = indices[e]
             if depth[v] < 0:
                 depth[v] = depth[u] + 1
-                frontier[size] = v
+                queue[size] = v
                 size += 1
+    return size
+
+
+@njit(cache=True)
+def khop_union(indptr, indices, seeds, k):
+    """bool (n_nodes,): nodes within k hops of any seed (seeds included).
+
+    indptr, indices: CSR of the undirected graph (both edge directions); seeds: int64.
+    """
+    n = indptr.shape[0] - 1
+    depth = np.full(n, -1, dtype=np.int64)
+    queue = np.empty(n, dtype=np.int64)
+    size = 0
+    for s in seeds:
+        if depth[s] < 0:
+            depth[s] = 0
+            queue[size] = s
+            size += 1
+    _expand(indptr, indices, k, depth, queue, size)
     return depth >= 0
 
 
@@ -101,19 +112,8 @@ def khop_sums(indptr, indices, seeds, k, node_values):
         queue = np.empty(n, dtype=np.int64)
         queue[0] = seeds[j]
         depth[seeds[j]] = 0
-        size = 1
-        head = 0
-        while head < size:
-            u = queue[head]
-            head += 1
+        size = _expand(indptr, indices, k, depth, queue, 1)
+        for q in range(size):
             for f in range(node_values.shape[1]):
-                out[j, f] += node_values[u, f]
-            if depth[u] >= k:
-                continue
-            for e in range(indptr[u], indptr[u + 1]):
-                v = indices[e]
-                if depth[v] < 0:
-                    depth[v] = depth[u] + 1
-                    queue[size] = v
-                    size += 1
+                out[j, f] += node_values[queue[q], f]
     return out
