@@ -144,3 +144,40 @@ def test_khop_weights_are_finite_on_real_samples(samples):
             weights, pruned = khop_weights(graph, 2, rank, nbytes)
             assert weights.shape == (graph.n_configurable, 7) and np.isfinite(weights).all()
             assert 0 < pruned <= 1
+
+
+def test_prune_graph_matches_networkx_ego_graphs(samples):
+    import networkx as nx
+
+    from xlarank.features.prune import prune_graph
+
+    for path in samples:
+        graph = load_graph(path, configs=False)
+        if not isinstance(graph, LayoutGraph):
+            continue
+        for k in (0, 1, 2):
+            pruned, kept = prune_graph(graph, k)
+            expected = naive.khop_union(graph.edge_index, graph.n_nodes, graph.node_config_ids, k)
+            np.testing.assert_array_equal(kept, np.flatnonzero(expected))
+            # The pruned graph is the induced subgraph, renumbered.
+            full = nx.DiGraph(list(map(tuple, graph.edge_index)))
+            induced = full.subgraph(kept.tolist())
+            assert sorted(map(tuple, kept[pruned.edge_index].tolist())) == sorted(induced.edges)
+            np.testing.assert_array_equal(kept[pruned.node_config_ids], graph.node_config_ids)
+            np.testing.assert_array_equal(pruned.node_feat, graph.node_feat[kept])
+        assert pruned.n_nodes <= graph.n_nodes
+
+
+def test_changed_aggregates_on_real_samples(samples):
+    from xlarank.features.build import LayoutContext
+
+    for path in samples:
+        graph = load_graph(path)
+        if not isinstance(graph, LayoutGraph):
+            continue
+        context = LayoutContext.of(graph, DEFAULT)
+        configs = graph.node_config_feat[:60]
+        np.testing.assert_allclose(
+            layout_changed_aggregates(configs, context.layouts, context.khop),
+            naive.layout_changed_aggregates(configs, context.layouts, context.khop),
+            rtol=1e-5, atol=1e-4)
