@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import tempfile
@@ -26,6 +27,14 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    remove_leftovers(path)
+
+
+def remove_leftovers(path: Path) -> None:
+    """Delete temporary files of ``path`` that a killed run left behind (no cleanup runs
+    on SIGKILL). Two runs writing the same output at once are not supported anyway."""
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.part"):
+        leftover.unlink(missing_ok=True)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

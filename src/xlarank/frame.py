@@ -212,9 +212,10 @@ def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Co
     manifest = {str(r.path): {"checksum": r.checksum, "part": r.part.name if r.part else None,
                               "error": r.error} for r in results}
     write_text_atomic(parts_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
-    # Parts of files that changed or left the input are stale.
+    # Parts of files that changed or left the input are stale, and so are the temporary
+    # files of parts whose writer was killed.
     keep = {p.name for p in parts} | {"manifest.json"}
     for stale in parts_dir.iterdir():
-        if stale.name not in keep and not stale.name.startswith("."):
+        if stale.name not in keep:
             stale.unlink()
     return rows, skipped, sum(r.reused for r in results)
