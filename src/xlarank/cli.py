@@ -59,6 +59,29 @@ def _progress(label: str, total: int) -> Iterator[Callable[[Path], None]]:
         yield lambda _path: bar.advance(task)
 
 
+@contextmanager
+def _engine(engine: str, scheduler: str | None, workers: int) -> Iterator[object | None]:
+    """None for the local engine, else a Dask client (existing cluster or a local one)."""
+    if engine == "local":
+        if scheduler:
+            raise XlarankError("--scheduler needs --engine dask")
+        yield None
+    elif engine == "dask":
+        from xlarank.distributed import dask_client
+
+        with dask_client(scheduler, max(workers, 1)) as client:
+            yield client
+    else:
+        raise XlarankError(f"unknown engine {engine!r}; known: local, dask")
+
+
+EngineOption = Annotated[str, typer.Option(help="local, or dask: a Dask cluster (the one "
+                                           "at --scheduler, else a local one of --workers "
+                                           "processes).")]
+SchedulerOption = Annotated[str | None, typer.Option(help="Address of a running Dask "
+                                                     "scheduler, e.g. tcp://host:8786.")]
+
+
 def _collections(name: str) -> list:
     return list(COLLECTIONS) if name == "all" else [get_collection(name)]
 
@@ -101,6 +124,8 @@ def featurize(
     dedup: Annotated[bool | None, typer.Option(
         "--dedup/--no-dedup", help="One row per distinct config, runtime the duplicates' "
         "median [default: only for the train split].")] = None,
+    engine: EngineOption = "local",
+    scheduler: SchedulerOption = None,
 ) -> None:
     """Featurize graph files into parquet frames, one per collection and split.
 
@@ -120,20 +145,21 @@ def featurize(
         if out is not None and len(jobs) != 1:
             raise XlarankError("--out names one frame: give one --collection and one --split")
         base = out_dir or Path("features/frames") / feature_spec.name
-        for c, s, files in jobs:
-            target = out or base / c.slug / f"{s}.parquet"
-            with _progress(f"{c.slug}/{s}", len(files)) as tick:
-                rows, skipped, reused = featurize_files(files, target, c, s, feature_spec,
-                                                        skip_bad=skip_bad, on_file=tick,
-                                                        workers=workers, dedup=dedup)
-            again = f" ({reused} unchanged files reused)" if reused else ""
-            console.print(f"{c.slug}/{s}: {len(files) - len(skipped)} graphs, {rows} configs"
-                          f"{again} -> {target}")
-            if STATE["verbose"]:
-                console.print(f"  feature spec {feature_spec.name} ({', '.join(feature_spec.families)}), "
-                              f"hash {feature_spec.hash}")
-            for line in skipped:
-                err_console.print(f"[yellow]skipped[/yellow] {line}", highlight=False, soft_wrap=True)
+        with _engine(engine, scheduler, workers) as client:
+            for c, s, files in jobs:
+                target = out or base / c.slug / f"{s}.parquet"
+                with _progress(f"{c.slug}/{s}", len(files)) as tick:
+                    rows, skipped, reused = featurize_files(
+                        files, target, c, s, feature_spec, skip_bad=skip_bad, on_file=tick,
+                        workers=workers, dedup=dedup, client=client)
+                again = f" ({reused} unchanged files reused)" if reused else ""
+                console.print(f"{c.slug}/{s}: {len(files) - len(skipped)} graphs, {rows} configs"
+                              f"{again} -> {target}")
+                if STATE["verbose"]:
+                    console.print(f"  feature spec {feature_spec.name} ({', '.join(feature_spec.families)}), "
+                                  f"hash {feature_spec.hash}")
+                for line in skipped:
+                    err_console.print(f"[yellow]skipped[/yellow] {line}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -143,7 +169,11 @@ def train(
     out_dir: Annotated[Path, typer.Option("--out", help="Model directory to write.")],
     valid: Annotated[Path | None, typer.Option(help="Validation frame; its metrics go "
                                                "into the model card.")] = None,
-    threads: Annotated[int, typer.Option(help="Booster threads; 0 lets it choose.")] = 0,
+    threads: Annotated[int, typer.Option(help="Booster threads; 0 lets it choose "
+                                         "(with dask: per worker, default 1).")] = 0,
+    engine: EngineOption = "local",
+    scheduler: SchedulerOption = None,
+    workers: Annotated[int, typer.Option(help="Workers of the local Dask cluster.")] = 2,
 ) -> None:
     """Train a ranker on one collection's frame and save it with its card."""
     from xlarank.evaluate import per_graph_metrics, summarize
@@ -152,9 +182,17 @@ def train(
 
     with _user_errors():
         ranker_spec = load_ranker_spec(spec)
-        table, meta = read_frame(frame)
-        with err_console.status(f"training {ranker_spec.library} {ranker_spec.objective} on {frame}"):
-            ranker = train_ranker(table, meta, ranker_spec, threads=threads)
+        with err_console.status(f"training {ranker_spec.library} {ranker_spec.objective} on "
+                                f"{frame} ({engine})"), _engine(engine, scheduler, workers) as client:
+            if client is None:
+                table, meta = read_frame(frame)
+                ranker = train_ranker(table, meta, ranker_spec, threads=threads)
+            else:
+                from xlarank.distributed import train_ranker_dask
+                from xlarank.frame import read_meta
+
+                meta = read_meta(frame)
+                ranker = train_ranker_dask(client, frame, ranker_spec, threads or 1)
         if valid is not None:
             valid_table, valid_meta = read_frame(valid)
             ranker.check_frame(valid_meta, str(valid))
@@ -264,18 +302,21 @@ def score(
     collection: Annotated[str | None, typer.Option(help="Collection of files kept outside "
                                                    "the official layout.")] = None,
     skip_bad: Annotated[bool, typer.Option(help="Leave out bad files and list them.")] = False,
+    workers: Annotated[int, typer.Option(help="Local processes, or local Dask workers.")] = 1,
+    engine: EngineOption = "local",
+    scheduler: SchedulerOption = None,
 ) -> None:
     """Rank every config of each file, best first: file, rank, config_index, score."""
-    from xlarank.score import load_rankers, score_files
+    from xlarank.score import score_files
 
     with _user_errors():
         files = [p for i in inputs for p in (sorted(i.rglob("*.npz")) if i.is_dir() else [i])]
         if not files:
             raise XlarankError("no npz files among the inputs")
-        rankers = load_rankers(models)
         chosen = get_collection(collection) if collection else None
-        with _progress("score", len(files)) as tick:
-            rows, skipped = score_files(files, rankers, out_csv, chosen, top, skip_bad, tick)
+        with _engine(engine, scheduler, workers) as client, _progress("score", len(files)) as tick:
+            rows, skipped = score_files(files, models, out_csv, chosen, top, skip_bad, tick,
+                                        workers=workers, client=client)
     for line in skipped:
         err_console.print(f"[yellow]skipped[/yellow] {line}", highlight=False, soft_wrap=True)
     console.print(f"scored {len(files) - len(skipped)} files, {rows} rows -> {out_csv}")

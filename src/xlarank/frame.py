@@ -187,11 +187,13 @@ def parts_dir_for(out: Path) -> Path:
 def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Collection,
                     split: str | None, spec: FeatureSpec, skip_bad: bool = False,
                     on_file: Callable[[Path], None] | None = None,
-                    workers: int = 1, dedup: bool | None = None) -> tuple[int, list[str], int]:
+                    workers: int = 1, dedup: bool | None = None,
+                    client=None) -> tuple[int, list[str], int]:
     """Featurize many graph files of one collection into one frame, resumably.
 
-    Each file becomes a part (see `featurize_part`) in `parts_dir_for(out)`, then the parts
-    are joined in input order into ``out``, so the frame is the same for any ``workers``.
+    Each file becomes a part (see `featurize_part`) in `parts_dir_for(out)`, a partitioned
+    parquet dataset of one file per graph; then the parts are joined in input order into
+    ``out``, so the frame is the same for any ``workers`` or a Dask ``client``.
     ``manifest.json`` there records each file's checksum and part. A bad file raises
     `BadGraphError` and no frame is written, unless ``skip_bad``: then it is left out and
     named in the result and the frame's metadata. ``dedup`` keeps one row per distinct
@@ -204,7 +206,8 @@ def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Co
     parts_dir.mkdir(parents=True, exist_ok=True)
     jobs = [PartJob(Path(p), collection, spec, parts_dir, skip_bad, dedup) for p in paths]
     results = list(map_ordered(featurize_part, jobs, workers,
-                               on_done=(lambda job: on_file(job.path)) if on_file else None))
+                               on_done=(lambda job: on_file(job.path)) if on_file else None,
+                               client=client))
     skipped = [r.error for r in results if r.error]
     parts = [r.part for r in results if r.part is not None]
     rows = write_frame(out, (pq.read_table(p).to_pandas() for p in parts), collection, split,

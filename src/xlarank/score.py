@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import functools
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ import pandas as pd
 from xlarank.atomic import atomic_path
 from xlarank.data.collections import COLLECTIONS, Collection, split_files
 from xlarank.data.graph import load_graph
+from xlarank.engine import map_ordered
 from xlarank.errors import BadGraphError, XlarankError
 from xlarank.features.build import featurize_graph
 from xlarank.rank.model import Ranker, load_ranker
@@ -45,41 +48,61 @@ def ranked_configs(graph, ranker: Ranker) -> tuple[np.ndarray, np.ndarray]:
     return order.astype(np.int64), score[order]
 
 
-def _ranker_for(path: Path, graph, rankers: dict[str, Ranker]) -> Ranker:
+@functools.lru_cache(maxsize=4)
+def _cached_rankers(models: str) -> dict[str, Ranker]:
+    # Each worker process loads the models once, however many files it scores.
+    return load_rankers(models)
+
+
+@dataclass(frozen=True)
+class ScoreJob:
+    path: Path
+    models: str
+    collection: Collection | None
+    top: int | None
+    skip_bad: bool
+
+
+def score_file(job: ScoreJob) -> tuple[pd.DataFrame | None, str | None]:
+    """One file's ranked configs (rank 1 = predicted fastest), or its error if skipped."""
+    try:
+        graph = load_graph(job.path, collection=job.collection, configs=False)
+    except BadGraphError as exc:
+        if not job.skip_bad:
+            raise
+        return None, str(exc)
     if graph.collection is None:
-        raise XlarankError(f"{path}: collection unknown (file outside the official layout); "
-                           "pass --collection")
+        raise XlarankError(f"{job.path}: collection unknown (file outside the official "
+                           "layout); pass --collection")
+    rankers = _cached_rankers(job.models)
     if graph.collection.id not in rankers:
-        raise XlarankError(f"{path}: no model for collection {graph.collection.id}")
-    return rankers[graph.collection.id]
+        raise XlarankError(f"{job.path}: no model for collection {graph.collection.id}")
+    order, score = ranked_configs(graph, rankers[graph.collection.id])
+    keep = slice(0, job.top) if job.top else slice(None)
+    return pd.DataFrame({
+        "file": str(job.path), "collection": graph.collection.id, "graph_id": graph.graph_id,
+        "rank": np.arange(1, len(order) + 1)[keep], "config_index": order[keep],
+        "score": score[keep]}), None
 
 
-def score_files(paths: Iterable[str | Path], rankers: dict[str, Ranker], out: str | Path,
+def score_files(paths: Iterable[str | Path], models: str | Path, out: str | Path,
                 collection: Collection | None = None, top: int | None = None,
-                skip_bad: bool = False,
-                on_file: Callable[[Path], None] | None = None) -> tuple[int, list[str]]:
+                skip_bad: bool = False, on_file: Callable[[Path], None] | None = None,
+                workers: int = 1, client=None) -> tuple[int, list[str]]:
     """Rank the configs of each file and write one CSV row per (file, config).
 
     Columns: file, collection, graph_id, rank (1 = predicted fastest), config_index, score.
+    One task per file on the chosen engine; rows follow the input order.
     Returns (rows, skipped files' errors).
     """
-    frames, skipped = [], []
-    for path in map(Path, paths):
-        try:
-            graph = load_graph(path, collection=collection)
-        except BadGraphError as exc:
-            if not skip_bad:
-                raise
-            skipped.append(str(exc))
-            continue
-        order, score = ranked_configs(graph, _ranker_for(path, graph, rankers))
-        keep = slice(0, top) if top else slice(None)
-        frames.append(pd.DataFrame({
-            "file": str(path), "collection": graph.collection.id, "graph_id": graph.graph_id,
-            "rank": np.arange(1, len(order) + 1)[keep], "config_index": order[keep],
-            "score": score[keep]}))
-        if on_file:
-            on_file(path)
+    models = str(Path(models).resolve())
+    load_rankers(models)  # fail here, once, if the models are missing or mismatched
+    jobs = [ScoreJob(Path(p), models, collection, top, skip_bad) for p in paths]
+    results = list(map_ordered(score_file, jobs, workers,
+                               on_done=(lambda job: on_file(job.path)) if on_file else None,
+                               client=client))
+    frames = [table for table, _ in results if table is not None]
+    skipped = [error for _, error in results if error]
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["file", "collection", "graph_id", "rank", "config_index", "score"])
     with atomic_path(out) as tmp:
@@ -108,7 +131,7 @@ def write_submission(data_root: str | Path, rankers: dict[str, Ranker], out: str
         if not files:
             raise XlarankError(f"{data_root}: no test files for {collection.id}")
         for path in files:
-            graph = load_graph(path, collection=collection)
+            graph = load_graph(path, collection=collection, configs=False)
             order, _ = ranked_configs(graph, rankers[collection.id])
             top = order[:SUBMISSION_TOP_TILE] if collection.is_tile else order
             rows.append((f"{collection.id}:{graph.graph_id}", ";".join(map(str, top))))

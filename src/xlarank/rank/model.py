@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import platform
+import zlib
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -70,14 +71,73 @@ def load_ranker_spec(path: str | Path) -> RankerSpec:
 
 def sample_configs(frame: pd.DataFrame, sizes: np.ndarray, limit: int,
                    seed: int) -> np.ndarray:
-    """int64 row ids keeping at most ``limit`` random configs of each graph, in order."""
-    rng = np.random.default_rng(seed)
+    """int64 row ids keeping at most ``limit`` random configs of each graph, in order.
+
+    Each graph's draw is seeded by (seed, its id), so it is the same whichever engine or
+    partition reads the graph.
+    """
+    ids = frame["graph_id"].to_numpy()
     keep, start = [], 0
     for size in sizes:
         rows = np.arange(start, start + size)
-        keep.append(rows if size <= limit else np.sort(rng.choice(rows, limit, replace=False)))
+        if size > limit:
+            rng = np.random.default_rng([seed, zlib.crc32(str(ids[start]).encode())])
+            rows = np.sort(rng.choice(rows, limit, replace=False))
+        keep.append(rows)
         start += size
     return np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
+
+
+def check_trainable(meta: FrameMeta, spec: RankerSpec):
+    """The frame's collection, after refusing frames this spec cannot train on."""
+    if meta.spec["name"] != spec.features:
+        raise MismatchError(f"frame has feature spec {meta.spec['name']!r}, booster spec "
+                            f"{spec.name!r} wants {spec.features!r}")
+    return get_collection(meta.collection)
+
+
+def training_arrays(frame: pd.DataFrame, names: list[str], is_tile: bool, seed: int,
+                    limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sampled rows of a frame of whole graphs: x float32 (rows, features), labels int32
+    (rows,), group sizes int64 (graphs,)."""
+    rows = sample_configs(frame, group_sizes(frame), limit, seed)
+    train = frame.iloc[rows]
+    sizes = group_sizes(train)
+    labels = relevance_grades(ranking_target(train, is_tile), sizes)
+    return train[names].to_numpy(dtype=np.float32), labels, sizes
+
+
+def load_partition(frame_path: str, start: int, stop: int, names: list[str], is_tile: bool,
+                   seed: int, limit: int, first_graph: int):
+    """Training arrays of graphs [start, stop) of a frame (one parquet row group each),
+    plus qid int64 (rows,) numbering graphs from ``first_graph``; for Dask workers."""
+    import pyarrow.parquet as pq
+
+    frame = pq.ParquetFile(frame_path).read_row_groups(list(range(start, stop))).to_pandas()
+    x, labels, sizes = training_arrays(frame, names, is_tile, seed, limit)
+    qid = np.repeat(np.arange(first_graph, first_graph + len(sizes)), sizes)
+    return x, labels, sizes, qid
+
+
+def build_card(meta: FrameMeta, spec: RankerSpec, collection, version: str, model_file: str,
+               graphs: int, rows: int, rows_used: int, seconds: float | None) -> dict:
+    return {
+        "format": MODEL_FORMAT,
+        "collection": collection.id,
+        "library": spec.library,
+        "objective": spec.objective,
+        "model_file": model_file,
+        "spec": asdict(spec),
+        "features": {**meta.spec, "names": meta.feature_names},
+        "training_data": {"split": meta.split, "graphs": int(graphs), "rows": int(rows),
+                          "rows_used": int(rows_used), "deduplicated": meta.dedup,
+                          "skipped_files": len(meta.skipped)},
+        "seed": spec.seed,
+        "train_seconds": None if seconds is None else round(seconds, 3),
+        "engine": {"name": "local"},
+        "versions": {"xlarank": __version__, spec.library: version,
+                     "numpy": np.__version__, "python": platform.python_version()},
+    }
 
 
 @dataclass
@@ -160,21 +220,14 @@ def train_ranker(frame: pd.DataFrame, meta: FrameMeta, spec: RankerSpec,
     At most ``spec.max_configs_per_graph`` configs per graph are drawn (seeded) for
     training. ``threads`` 0 lets the booster choose.
     """
-    if meta.spec["name"] != spec.features:
-        raise MismatchError(f"frame has feature spec {meta.spec['name']!r}, booster spec "
-                            f"{spec.name!r} wants {spec.features!r}")
-    collection = get_collection(meta.collection)
-    sizes = group_sizes(frame)
-    if len(sizes) == 0:
+    collection = check_trainable(meta, spec)
+    if len(frame) == 0:
         raise XlarankError("the training frame has no rows")
     if not (frame["runtime"].to_numpy() > 0).any():
         raise MismatchError("the training frame has no runtimes (all zero: a test split?)")
-    rows = sample_configs(frame, sizes, spec.max_configs_per_graph, spec.seed)
-    train = frame.iloc[rows]
-    train_sizes = group_sizes(train)
-    labels = relevance_grades(ranking_target(train, collection.is_tile), train_sizes)
     names = meta.feature_names
-    x = train[names].to_numpy(dtype=np.float32)
+    x, labels, train_sizes = training_arrays(frame, names, collection.is_tile, spec.seed,
+                                             spec.max_configs_per_graph)
     started = time.perf_counter()
     if spec.library == "lightgbm":
         import lightgbm as lgb
@@ -195,19 +248,7 @@ def train_ranker(frame: pd.DataFrame, meta: FrameMeta, spec: RankerSpec,
         booster = xgb.train({k: v for k, v in params.items() if v is not None}, data,
                             num_boost_round=spec.num_rounds)
         version, model_file = xgb.__version__, "model.json"
-    card = {
-        "format": MODEL_FORMAT,
-        "collection": collection.id,
-        "library": spec.library,
-        "objective": spec.objective,
-        "model_file": model_file,
-        "spec": asdict(spec),
-        "features": {**meta.spec, "names": names},
-        "training_data": {"split": meta.split, "graphs": int(len(sizes)), "rows": int(len(frame)),
-                          "rows_used": int(len(train)), "skipped_files": len(meta.skipped)},
-        "seed": spec.seed,
-        "train_seconds": round(time.perf_counter() - started, 3),
-        "versions": {"xlarank": __version__, spec.library: version,
-                     "numpy": np.__version__, "python": platform.python_version()},
-    }
+    card = build_card(meta, spec, collection, version, model_file,
+                      graphs=len(group_sizes(frame)), rows=len(frame), rows_used=len(x),
+                      seconds=time.perf_counter() - started)
     return Ranker(card=card, booster=booster)

@@ -1,0 +1,120 @@
+"""Running xlarank on Dask: the only module that imports dask (an optional extra).
+
+Featurize and score run one task per file through `xlarank.engine.map_ordered`; training
+uses the boosters' own Dask interfaces (lightgbm.DaskLGBMRanker, xgboost.dask) on
+partitions that each hold whole graphs. Workers read and write the paths they are given,
+so on a cluster of several machines the data, frames and models must sit on a filesystem
+that every worker sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from xlarank.errors import MismatchError, XlarankError
+
+
+def _require_dask():
+    try:
+        import distributed
+    except ImportError:
+        raise XlarankError("the Dask engine needs the dask extra: pip install 'xlarank[dask]'") \
+            from None
+    return distributed
+
+
+@contextmanager
+def dask_client(scheduler: str | None = None, workers: int = 2) -> Iterator[object]:
+    """A Dask client: connected to ``scheduler`` if given, else to a local cluster of
+    ``workers`` single-threaded processes on loopback, closed on exit."""
+    distributed = _require_dask()
+    if scheduler:
+        try:
+            client = distributed.Client(scheduler, timeout="20s")
+        except (OSError, TimeoutError) as exc:
+            raise XlarankError(f"cannot reach Dask scheduler {scheduler} ({exc})") from None
+        with client:
+            yield client
+        return
+    with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster, \
+            distributed.Client(cluster) as client:
+        yield client
+
+
+def _partition_ranges(n_graphs: int, n_partitions: int) -> list[tuple[int, int]]:
+    """Contiguous [start, stop) graph ranges, as even as possible."""
+    bounds = np.linspace(0, n_graphs, min(n_partitions, n_graphs) + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def train_ranker_dask(client, frame_path: str | Path, spec, threads_per_worker: int = 1):
+    """Train like `xlarank.rank.model.train_ranker`, on the cluster of ``client``.
+
+    Each partition reads whole graphs (parquet row groups) of the frame, samples and labels
+    them exactly as the local engine does; the booster then trains data-parallel across
+    workers. ``threads_per_worker`` applies to XGBoost (LightGBM's Dask interface uses each
+    worker's own threads). Returns a `Ranker` whose card says engine "dask".
+    """
+    import dask
+    import dask.array as da
+    import pyarrow.parquet as pq
+
+    from xlarank.frame import read_meta
+    from xlarank.rank.model import build_card, check_trainable, load_partition
+
+    frame_path = str(frame_path)
+    meta = read_meta(frame_path)
+    collection = check_trainable(meta, spec)
+    if not (pq.read_table(frame_path, columns=["runtime"])["runtime"].to_numpy() > 0).any():
+        raise MismatchError("the training frame has no runtimes (all zero: a test split?)")
+    parquet = pq.ParquetFile(frame_path)
+    n_graphs = parquet.metadata.num_row_groups
+    if n_graphs == 0:
+        raise XlarankError("the training frame has no rows")
+    workers = len(client.scheduler_info()["workers"])
+    ranges = _partition_ranges(n_graphs, 4 * max(workers, 1))
+    sizes = [parquet.metadata.row_group(g).num_rows for g in range(n_graphs)]
+    limit = spec.max_configs_per_graph
+    used = [[min(s, limit) for s in sizes[a:b]] for a, b in ranges]
+    names = meta.feature_names
+    parts = [dask.delayed(load_partition, nout=4)(frame_path, a, b, names, collection.is_tile,
+                                                   spec.seed, limit, a)
+             for a, b in ranges]
+    x = da.concatenate([da.from_delayed(p[0], shape=(sum(u), len(names)), dtype=np.float32)
+                        for p, u in zip(parts, used)])
+    y = da.concatenate([da.from_delayed(p[1], shape=(sum(u),), dtype=np.int32)
+                        for p, u in zip(parts, used)])
+    if spec.library == "lightgbm":
+        import lightgbm as lgb
+
+        group = da.concatenate([da.from_delayed(p[2], shape=(len(u),), dtype=np.int64)
+                                for p, u in zip(parts, used)])
+        params = {"objective": spec.objective, "random_state": spec.seed,
+                  "n_estimators": spec.num_rounds, "deterministic": True,
+                  "force_row_wise": True, "verbose": -1,
+                  "label_gain": list(range(31)), **spec.params}
+        model = lgb.DaskLGBMRanker(client=client, **params)
+        model.fit(x, y, group=group, feature_name=names)
+        booster, version, model_file = model.to_local().booster_, lgb.__version__, "model.txt"
+    else:
+        import xgboost as xgb
+        from xgboost import dask as xgb_dask
+
+        qid = da.concatenate([da.from_delayed(p[3], shape=(sum(u),), dtype=np.int64)
+                              for p, u in zip(parts, used)])
+        params = {"objective": spec.objective, "seed": spec.seed, "tree_method": "hist",
+                  "nthread": threads_per_worker, **spec.params}
+        data = xgb_dask.DaskDMatrix(client, x, y, qid=qid, feature_names=names)
+        booster = xgb_dask.train(client, params, data, num_boost_round=spec.num_rounds)["booster"]
+        version, model_file = xgb.__version__, "model.json"
+    from xlarank.rank.model import Ranker
+
+    card = build_card(meta, spec, collection, version, model_file, graphs=n_graphs,
+                      rows=sum(sizes), rows_used=sum(map(sum, used)), seconds=None)
+    card["engine"] = {"name": "dask", "workers": workers}
+    return Ranker(card=card, booster=booster)
