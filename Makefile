@@ -14,6 +14,10 @@ REPORTS := reports
 COLLECTIONS := tile-xla layout-xla-default layout-xla-random layout-nlp-default layout-nlp-random
 SEED ?= 0
 WORKERS ?= 1
+# ENGINE=dask runs featurize and train on Dask: the cluster at SCHEDULER, else a local one.
+ENGINE ?= local
+SCHEDULER ?=
+ENGINE_ARGS = --engine $(ENGINE) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 FUZZ_EXAMPLES ?= 3000
 
 .DEFAULT_GOAL := help
@@ -21,7 +25,7 @@ FUZZ_EXAMPLES ?= 3000
 .DELETE_ON_ERROR:
 # Frames and models are products in their own right, not intermediates to delete.
 .SECONDARY:
-.PHONY: help install dev demo test fuzz bench features models evaluate submission clean clean-all
+.PHONY: help install dev demo dask-demo test fuzz bench features models evaluate submission clean clean-all
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -58,16 +62,16 @@ split_of = $(word 3,$(subst /, ,$(1)))
 # features/frames/<spec>/<collection>/<split>.parquet
 $(FRAMES)/%.parquet: features/$$(call spec_of,$$*).toml $$(call data_dir,$$(call coll_of,$$*),$$(call split_of,$$*)) | $(VENV)/.installed
 	$(XLARANK) featurize $(DATA) --spec $< --collection $(call coll_of,$*) \
-	    --split $(call split_of,$*) --workers $(WORKERS) --out $@
+	    --split $(call split_of,$*) --workers $(WORKERS) $(ENGINE_ARGS) --out $@
 
 # models/trained/xlarank/<collection>: the default ranker, models/<collection>.toml
 $(TRAINED)/xlarank/%/card.json: models/%.toml $(FRAMES)/default/%/train.parquet $(FRAMES)/default/%/valid.parquet
 	$(XLARANK) train $(FRAMES)/default/$*/train.parquet --spec $< \
-	    --valid $(FRAMES)/default/$*/valid.parquet --out $(@D)
+	    --valid $(FRAMES)/default/$*/valid.parquet $(ENGINE_ARGS) --out $(@D)
 
 # models/trained/baseline/<collection>: the config-aggregates-only peer
 $(TRAINED)/baseline/%/card.json: models/baseline.toml $(FRAMES)/baseline/%/train.parquet
-	$(XLARANK) train $(FRAMES)/baseline/$*/train.parquet --spec $< --out $(@D)
+	$(XLARANK) train $(FRAMES)/baseline/$*/train.parquet --spec $< $(ENGINE_ARGS) --out $(@D)
 
 $(REPORTS)/xlarank/%.csv: $(TRAINED)/xlarank/%/card.json $(FRAMES)/default/%/valid.parquet
 	$(XLARANK) evaluate $(FRAMES)/default/$*/valid.parquet --model $(<D) --name xlarank --out $@
@@ -97,9 +101,10 @@ REAL_NLP_SAMPLE := ../shared/tpugraphs/npz/layout/nlp/default/test/3a0c5517a87df
 $(BENCH_GRAPH): | $(VENV)/.installed
 	$(BIN)/python bench/featurize.py --make-graph $@
 
-bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json ## featurize speed/memory and feature ablation -> bench/results/*.json
+bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, feature ablation, engines -> bench/results/*.json
 	$(BIN)/python bench/featurize.py $(BENCH_GRAPH) $(REAL_NLP_SAMPLE) --out bench/results/featurize.json
 	$(BIN)/python bench/ablation.py $(DEMO_DATA) --out bench/results/ablation.json
+	$(BIN)/python bench/engines.py $(DEMO_DATA) --out bench/results/engines.json
 
 # ---------------------------------------------------------------- demo
 $(DEMO_DATA)/synth.json: | $(VENV)/.installed
@@ -111,8 +116,24 @@ demo: $(DEMO_DATA)/synth.json ## set up, then the whole pipeline on generated de
 	$(MAKE) --no-print-directory -j2 evaluate submission DATA=$(DEMO_DATA) && \
 	echo "demo finished in $$(( $$(date +%s) - start ))s (synthetic data from 'xlarank synth', not TpuGraphs)"
 
+# A scheduler and two single-threaded workers on loopback, as a user's cluster would be;
+# xlarank connects to it with --scheduler. Outputs go beside the local demo's.
+DASK_PORT ?= 8786
+dask-demo: $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## the demo pipeline on a Dask cluster (scheduler + 2 workers on loopback)
+	@$(BIN)/dask scheduler --host 127.0.0.1 --port $(DASK_PORT) --dashboard-address 127.0.0.1:0 \
+	    > .dask-scheduler.log 2>&1 & scheduler=$$!; \
+	$(BIN)/dask worker tcp://127.0.0.1:$(DASK_PORT) --nworkers 2 --nthreads 1 --host 127.0.0.1 \
+	    --no-dashboard > .dask-workers.log 2>&1 & workers=$$!; \
+	sleep 5; start=$$(date +%s); \
+	$(MAKE) --no-print-directory evaluate DATA=$(DEMO_DATA) ENGINE=dask \
+	    SCHEDULER=tcp://127.0.0.1:$(DASK_PORT) FRAMES=features/frames-dask \
+	    TRAINED=models/trained-dask REPORTS=reports-dask; status=$$?; \
+	kill $$workers $$scheduler; wait; \
+	echo "dask demo finished in $$(( $$(date +%s) - start ))s (synthetic data, not TpuGraphs)"; \
+	exit $$status
+
 clean: ## remove frames, trained models and reports (keeps .venv and data)
-	rm -rf $(FRAMES) $(TRAINED) $(REPORTS)
+	rm -rf $(FRAMES) $(TRAINED) $(REPORTS) features/frames-dask models/trained-dask reports-dask
 
 clean-all: clean ## also remove .venv and generated data
 	rm -rf $(VENV) data
