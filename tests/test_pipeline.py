@@ -190,3 +190,24 @@ def test_feature_spec_k_and_bad_specs(tmp_path):
             load_feature_spec(tmp_path / "bad.toml")
     with pytest.raises(SpecError, match="not found"):
         load_feature_spec(tmp_path / "missing.toml")
+
+
+def test_row_groups_hold_whole_graphs(tiny_data, tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    import xlarank.frame as frame_module
+    from xlarank.frame import row_group_graph_sizes
+
+    monkeypatch.setattr(frame_module, "ROW_GROUP_ROWS", 40)
+    collection = get_collection("tile-xla")
+    out = tmp_path / "f.parquet"
+    featurize_files(split_files(tiny_data, collection, "train"), out, collection, "train",
+                    DEFAULT, dedup=False)
+    table, _ = read_frame(out)
+    per_group = row_group_graph_sizes(out)
+    assert 1 < len(per_group) < len(group_sizes(table))
+    assert list(np.concatenate(per_group)) == list(group_sizes(table))
+    parquet = pq.ParquetFile(out)
+    ids = [set(parquet.read_row_group(g, columns=["graph_id"])["graph_id"].to_pylist())
+           for g in range(parquet.metadata.num_row_groups)]
+    assert sum(len(s) for s in ids) == len(set().union(*ids))  # no graph in two groups

@@ -46,9 +46,9 @@ def dask_client(scheduler: str | None = None, workers: int = 2) -> Iterator[obje
         yield client
 
 
-def _partition_ranges(n_graphs: int, n_partitions: int) -> list[tuple[int, int]]:
-    """Contiguous [start, stop) graph ranges, as even as possible."""
-    bounds = np.linspace(0, n_graphs, min(n_partitions, n_graphs) + 1).round().astype(int)
+def _partition_ranges(n_items: int, n_partitions: int) -> list[tuple[int, int]]:
+    """Contiguous [start, stop) ranges of items (row groups), as even as possible."""
+    bounds = np.linspace(0, n_items, min(n_partitions, n_items) + 1).round().astype(int)
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
@@ -64,7 +64,7 @@ def train_ranker_dask(client, frame_path: str | Path, spec, threads_per_worker: 
     import dask.array as da
     import pyarrow.parquet as pq
 
-    from xlarank.frame import read_meta
+    from xlarank.frame import read_meta, row_group_graph_sizes
     from xlarank.rank.model import build_card, check_trainable, load_partition
 
     frame_path = str(frame_path)
@@ -72,19 +72,20 @@ def train_ranker_dask(client, frame_path: str | Path, spec, threads_per_worker: 
     collection = check_trainable(meta, spec)
     if not (pq.read_table(frame_path, columns=["runtime"])["runtime"].to_numpy() > 0).any():
         raise MismatchError("the training frame has no runtimes (all zero: a test split?)")
-    parquet = pq.ParquetFile(frame_path)
-    n_graphs = parquet.metadata.num_row_groups
-    if n_graphs == 0:
+    by_row_group = row_group_graph_sizes(frame_path)
+    if not by_row_group:
         raise XlarankError("the training frame has no rows")
     workers = len(client.scheduler_info()["workers"])
-    ranges = _partition_ranges(n_graphs, 4 * max(workers, 1))
-    sizes = [parquet.metadata.row_group(g).num_rows for g in range(n_graphs)]
+    # Partitions are runs of row groups, so each holds whole graphs.
+    ranges = _partition_ranges(len(by_row_group), 4 * max(workers, 1))
     limit = spec.max_configs_per_graph
-    used = [[min(s, limit) for s in sizes[a:b]] for a, b in ranges]
+    sizes = [np.concatenate(by_row_group[a:b]) for a, b in ranges]
+    used = [np.minimum(s, limit).tolist() for s in sizes]
+    first_graph = np.cumsum([0] + [len(s) for s in sizes])
     names = meta.feature_names
     parts = [dask.delayed(load_partition, nout=4)(frame_path, a, b, names, collection.is_tile,
-                                                   spec.seed, limit, a)
-             for a, b in ranges]
+                                                   spec.seed, limit, int(first))
+             for (a, b), first in zip(ranges, first_graph)]
     x = da.concatenate([da.from_delayed(p[0], shape=(sum(u), len(names)), dtype=np.float32)
                         for p, u in zip(parts, used)])
     y = da.concatenate([da.from_delayed(p[1], shape=(sum(u),), dtype=np.int32)
@@ -114,7 +115,8 @@ def train_ranker_dask(client, frame_path: str | Path, spec, threads_per_worker: 
         version, model_file = xgb.__version__, "model.json"
     from xlarank.rank.model import Ranker
 
-    card = build_card(meta, spec, collection, version, model_file, graphs=n_graphs,
-                      rows=sum(sizes), rows_used=sum(map(sum, used)), seconds=None)
+    card = build_card(meta, spec, collection, version, model_file,
+                      graphs=int(first_graph[-1]), rows=int(sum(s.sum() for s in sizes)),
+                      rows_used=int(sum(map(sum, used))), seconds=None)
     card["engine"] = {"name": "dask", "workers": workers}
     return Ranker(card=card, booster=booster)

@@ -1,6 +1,6 @@
 """Frames: feature blocks of many graphs as one parquet file, rows contiguous per graph.
 
-The parquet schema metadata holds, under the key ``xlarank``, a JSON record of the
+The parquet file's key-value metadata holds, under the key ``xlarank``, a JSON record of the
 feature spec (name, hash, families), the collection, the split, the feature names and the
 writer's version, so a frame says what it is without its file name.
 """
@@ -28,6 +28,9 @@ from xlarank.engine import map_ordered
 from xlarank.features.spec import FEATURE_SCHEMA_VERSION, FeatureSpec
 
 META_KEY = b"xlarank"
+# Graphs are gathered into row groups of at least this many rows: a row group per small
+# tile kernel makes a slow file of thousands of tiny column chunks.
+ROW_GROUP_ROWS = 65_536
 
 
 @dataclass(frozen=True)
@@ -54,24 +57,35 @@ def _schema(names: list[str]) -> pa.Schema:
     return pa.schema(fields + [pa.field(n, pa.float32()) for n in names])
 
 
-def write_frame(path: str | Path, blocks: Iterable[pd.DataFrame], collection: Collection,
-                split: str | None, spec: FeatureSpec,
+def write_frame(path: str | Path, blocks: Iterable[pd.DataFrame | pa.Table],
+                collection: Collection, split: str | None, spec: FeatureSpec,
                 skipped: Iterable[str] = (), dedup: bool = False) -> int:
-    """Write feature blocks (one per graph) to a parquet frame, one row group per block.
+    """Write feature blocks (one per graph) to a parquet frame.
 
-    Blocks are consumed one at a time, so the frame never has to fit in memory. The file
-    appears at ``path`` only when complete. ``skipped`` is read after the blocks, so a list
-    that a block generator fills with the files it skipped can be passed. Returns the rows.
+    Blocks are consumed as they come and written in row groups of whole graphs (at least
+    ROW_GROUP_ROWS rows, or one large graph), so the frame never has to fit in memory and
+    no graph spans two row groups. The file appears at ``path`` only when complete.
+    ``skipped`` is read after the blocks, so a list that a block generator fills with the
+    files it skipped can be passed. Returns the rows.
     """
     names = feature_names(spec, collection.is_tile)
     schema = _schema(names)
     rows = 0
+    pending: list[pa.Table] = []
+    pending_rows = 0
     with atomic_path(path) as tmp:
         with pq.ParquetWriter(tmp, schema) as writer:
             for block in blocks:
-                writer.write_table(pa.Table.from_pandas(block, schema=schema,
-                                                        preserve_index=False))
-                rows += len(block)
+                table = (block if isinstance(block, pa.Table)
+                         else pa.Table.from_pandas(block, schema=schema, preserve_index=False))
+                pending.append(table)
+                pending_rows += table.num_rows
+                rows += table.num_rows
+                if pending_rows >= ROW_GROUP_ROWS:
+                    writer.write_table(pa.concat_tables(pending), row_group_size=pending_rows)
+                    pending, pending_rows = [], 0
+            if pending:
+                writer.write_table(pa.concat_tables(pending), row_group_size=pending_rows)
             meta = FrameMeta(collection=collection.id, split=split, spec=spec.to_dict(),
                              feature_names=names, skipped=[str(s) for s in skipped],
                              dedup=dedup)
@@ -104,6 +118,21 @@ def read_frame(path: str | Path) -> tuple[pd.DataFrame, FrameMeta]:
     meta = read_meta(path)
     frame = pq.read_table(path).to_pandas()
     return frame, meta
+
+
+def row_group_graph_sizes(path: str | Path) -> list[np.ndarray]:
+    """Per row group of a frame, int64 (graphs,): the rows of each graph in it, in order.
+
+    Reads only the graph_id column. Graphs never span row groups (see `write_frame`).
+    """
+    parquet = pq.ParquetFile(path)
+    out = []
+    for group in range(parquet.metadata.num_row_groups):
+        ids = parquet.read_row_group(group, columns=["graph_id"])["graph_id"]
+        codes = ids.combine_chunks().dictionary_encode().indices.to_numpy()
+        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+        out.append(np.diff(np.r_[starts, len(codes)]).astype(np.int64))
+    return out
 
 
 def group_sizes(frame: pd.DataFrame) -> np.ndarray:
@@ -210,8 +239,8 @@ def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Co
                                client=client))
     skipped = [r.error for r in results if r.error]
     parts = [r.part for r in results if r.part is not None]
-    rows = write_frame(out, (pq.read_table(p).to_pandas() for p in parts), collection, split,
-                       spec, skipped, dedup)
+    rows = write_frame(out, (pq.read_table(p) for p in parts), collection, split, spec,
+                       skipped, dedup)
     manifest = {str(r.path): {"checksum": r.checksum, "part": r.part.name if r.part else None,
                               "error": r.error} for r in results}
     write_text_atomic(parts_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")

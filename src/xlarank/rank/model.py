@@ -109,8 +109,8 @@ def training_arrays(frame: pd.DataFrame, names: list[str], is_tile: bool, seed: 
 
 def load_partition(frame_path: str, start: int, stop: int, names: list[str], is_tile: bool,
                    seed: int, limit: int, first_graph: int):
-    """Training arrays of graphs [start, stop) of a frame (one parquet row group each),
-    plus qid int64 (rows,) numbering graphs from ``first_graph``; for Dask workers."""
+    """Training arrays of row groups [start, stop) of a frame (whole graphs), plus qid
+    int64 (rows,) numbering their graphs from ``first_graph``; for Dask workers."""
     import pyarrow.parquet as pq
 
     frame = pq.ParquetFile(frame_path).read_row_groups(list(range(start, stop))).to_pandas()
