@@ -133,3 +133,12 @@ def test_user_errors_exit_2(trained, tmp_path):
         result = run(*args)
         assert result.exit_code == 2, (args, result.output, result.stderr)
         assert result.stderr.startswith("error:"), (args, result.stderr)
+
+
+def test_error_text_with_brackets_is_printed_verbatim(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('families = ["graph"]\nradius = 2\n')
+    (tmp_path / "npz" / "tile" / "xla" / "train").mkdir(parents=True)
+    result = run("featurize", tmp_path, "--spec", spec)
+    assert result.exit_code == 2
+    assert "unknown keys ['radius']" in result.stderr

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -47,7 +48,8 @@ def _user_errors() -> Iterator[None]:
     try:
         yield
     except XlarankError as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False,
+                          soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -159,7 +161,8 @@ def featurize(
                     console.print(f"  feature spec {feature_spec.name} ({', '.join(feature_spec.families)}), "
                                   f"hash {feature_spec.hash}")
                 for line in skipped:
-                    err_console.print(f"[yellow]skipped[/yellow] {line}", highlight=False, soft_wrap=True)
+                    err_console.print(f"[yellow]skipped[/yellow] {escape(line)}", highlight=False,
+                              soft_wrap=True)
 
 
 @app.command()
@@ -318,7 +321,8 @@ def score(
             rows, skipped = score_files(files, models, out_csv, chosen, top, skip_bad, tick,
                                         workers=workers, client=client)
     for line in skipped:
-        err_console.print(f"[yellow]skipped[/yellow] {line}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]skipped[/yellow] {escape(line)}", highlight=False,
+                              soft_wrap=True)
     console.print(f"scored {len(files) - len(skipped)} files, {rows} rows -> {out_csv}")
 
 
