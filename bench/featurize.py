@@ -110,7 +110,7 @@ def main() -> None:
     parser.add_argument("files", nargs="*")
     parser.add_argument("--make-graph", help="write the real-scale synthetic graph here")
     parser.add_argument("--out", default="bench/results/featurize.json")
-    parser.add_argument("--repeat", type=int, default=2, help="timed runs; the best is kept")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs; the best is kept")
     args = parser.parse_args()
     if args.make_graph:
         from xlarank.data.collections import get_collection

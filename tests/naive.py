@@ -69,7 +69,7 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
     return out
 
 
-def tile_config_joined(config_feat, out_dims, element_bytes):
+def tile_config_joined(config_feat, out_dims, element_bytes, n_operands):
     live = np.flatnonzero(out_dims > 0)
     rank = len(live)
     size = out_dims[live].astype(np.float64)
@@ -86,6 +86,11 @@ def tile_config_joined(config_feat, out_dims, element_bytes):
         [_pad(m, 128) for m in minor],
         [_pad(s, 8) for s in second],
         elems / size.prod(),
+        (np.log(elems * element_bytes) if element_bytes > 0 else np.zeros(len(tile)))
+        + np.log(max(n_operands, 1)),
+        np.log(n.prod(axis=1) * elems * element_bytes * [_pad(m, 128) for m in minor]
+               * [_pad(s, 8) for s in second]) if element_bytes > 0
+        else np.log(n.prod(axis=1) * [_pad(m, 128) * _pad(s, 8) for m, s in zip(minor, second)]),
     ], axis=1)
 
 

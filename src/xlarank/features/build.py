@@ -27,6 +27,7 @@ from xlarank.kernels.graph import (column_mean_max, csr_by_row, khop_sums, khop_
                                    opcode_histogram)
 
 KEY_COLUMNS = ("graph_id", "config_index", "runtime", "normalizer")
+PARAMETER_OPCODE = 63
 
 # node_feat columns summarised per graph: shape dims, their sum and product, tuple size,
 # window size sum and product, convolution group counts.
@@ -240,7 +241,9 @@ def tile_config_features(graph: TileGraph, spec: FeatureSpec) -> tuple[np.ndarra
             roots = np.flatnonzero(graph.node_feat[:, 0] > 0)
             out = int(roots[-1]) if len(roots) else graph.n_nodes - 1
             element_bytes = nbytes[out] / max(1.0, float(np.prod(dims[out][dims[out] > 0])))
-            blocks.append(tile_config_joined(configs, dims[out].copy(), element_bytes))
+            inputs = int(np.count_nonzero(graph.node_opcode == PARAMETER_OPCODE))
+            blocks.append(tile_config_joined(configs, dims[out].copy(), element_bytes,
+                                             inputs + 1))
     table = (np.hstack(blocks).astype(np.float32, copy=False) if blocks
              else np.zeros((len(configs), 0), dtype=np.float32))
     return table, renumber[distinct_of.reshape(-1)]

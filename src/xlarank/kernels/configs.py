@@ -144,20 +144,23 @@ TILE_JOINED_NAMES = (
     "lane_pad",         # minor tile dim padded to 128 / itself
     "sublane_pad",      # second-minor tile dim padded to 8 / itself
     "tile_frac",        # tile elements / output elements
+    "log_tile_footprint",  # log of on-chip bytes of one tile of every operand and the output
+    "log_effective_work",  # log of bytes processed: tiles x tile bytes x (8, 128) padding
 )
 
 
 @njit(cache=True)
-def tile_config_joined(config_feat, out_dims, element_bytes):
-    """float32 (n_configs, 6): tile sizes against the kernel's output shape.
+def tile_config_joined(config_feat, out_dims, element_bytes, n_operands):
+    """float32 (n_configs, 8): tile sizes against the kernel's output shape.
 
     config_feat: float32 (n_configs, 24), output bounds in columns 8-13, one per output
     dim; out_dims: int64 (6,) the output shape, zero past the rank (a zero or negative dim
-    anywhere is left out); element_bytes: output bytes per element. Columns are named by
+    anywhere is left out); element_bytes: output bytes per element; n_operands: the
+    kernel's inputs plus its output, each holding a tile on chip. Columns are named by
     TILE_JOINED_NAMES; minor and second-minor are the last two dims left in.
     """
     c = config_feat.shape[0]
-    out = np.zeros((c, 6), dtype=np.float32)
+    out = np.zeros((c, 8), dtype=np.float32)
     for i in range(c):
         padded = 1.0
         real = 1.0
@@ -185,6 +188,9 @@ def tile_config_joined(config_feat, out_dims, element_bytes):
         out[i, 3] = _tile_pad(minor, 128)
         out[i, 4] = _tile_pad(second, 8)
         out[i, 5] = elems / real
+        out[i, 6] = out[i, 2] + np.log(max(n_operands, 1))
+        # Padding multiplies with tile count and size; one column saves the trees the product.
+        out[i, 7] = out[i, 1] + out[i, 2] + np.log(out[i, 3]) + np.log(out[i, 4])
     return out
 
 
