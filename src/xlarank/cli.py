@@ -55,10 +55,22 @@ def _user_errors() -> Iterator[None]:
 
 @contextmanager
 def _progress(label: str, total: int) -> Iterator[Callable[[Path], None]]:
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=err_console, transient=True) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda _path: bar.advance(task)
+    """A progress bar on stderr that appears with the first finished item, so an error
+    raised before any work leaves stderr holding only its one line."""
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeRemainingColumn(), console=err_console, transient=True)
+    task = bar.add_task(label, total=total)
+
+    def tick(_path: Path) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        bar.advance(task)
+
+    try:
+        yield tick
+    finally:
+        if bar.live.is_started:
+            bar.stop()
 
 
 @contextmanager
