@@ -35,8 +35,12 @@ def client():
 
 @pytest.fixture(scope="module")
 def frames(tiny_data, tmp_path_factory, client):
-    """Default and baseline frames made by both engines."""
+    """Default and baseline frames made by both engines, in row groups of a few graphs, so
+    training has several partitions (real frames hold many 65,536-row groups)."""
+    import xlarank.frame as frame_module
+
     folder = tmp_path_factory.mktemp("dask-frames")
+    saved, frame_module.ROW_GROUP_ROWS = frame_module.ROW_GROUP_ROWS, 20
     out = {}
     for spec in (DEFAULT, BASELINE):
         for split in ("train", "valid"):
@@ -45,6 +49,7 @@ def frames(tiny_data, tmp_path_factory, client):
                 path = folder / engine / spec.name / f"{split}.parquet"
                 featurize_files(files, path, LAYOUT, split, spec, client=dask)
                 out[engine, spec.name, split] = path
+    frame_module.ROW_GROUP_ROWS = saved
     return out
 
 
@@ -76,7 +81,8 @@ def test_training_within_local_run_to_run_noise(frames, spec_dir, client, spec_f
                      for s in range(4)]
     local = [valid_metric(r, frames, name) for r in local_rankers]
     ranker = train_ranker_dask(client, frames["dask", name, "train"], spec)
-    assert ranker.card["engine"] == {"name": "dask", "workers": 2}
+    # Both workers hold training partitions, so the booster really trains on two.
+    assert ranker.card["engine"] == {"name": "dask", "workers": 2, "workers_with_data": 2}
     same_seed = next(r for r in local_rankers if r.card["seed"] == spec.seed)
     # Same graphs and the same sampled configs as the local engine (seeded per graph id).
     assert ranker.card["training_data"] == same_seed.card["training_data"]

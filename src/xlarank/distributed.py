@@ -60,9 +60,12 @@ def train_ranker_dask(client, frame_path: str | Path, spec, threads_per_worker: 
     workers. ``threads_per_worker`` applies to XGBoost (LightGBM's Dask interface uses each
     worker's own threads). Returns a `Ranker` whose card says engine "dask".
     """
+    import operator
+
     import dask
     import dask.array as da
     import pyarrow.parquet as pq
+    from distributed import wait as distributed_wait
 
     from xlarank.frame import read_meta, row_group_graph_sizes
     from xlarank.rank.model import build_card, check_trainable, load_partition
@@ -83,9 +86,16 @@ def train_ranker_dask(client, frame_path: str | Path, spec, threads_per_worker: 
     used = [np.minimum(s, limit).tolist() for s in sizes]
     first_graph = np.cumsum([0] + [len(s) for s in sizes])
     names = meta.feature_names
-    parts = [dask.delayed(load_partition, nout=4)(frame_path, a, b, names, collection.is_tile,
-                                                   spec.seed, limit, int(first))
-             for (a, b), first in zip(ranges, first_graph)]
+    # Partitions are placed round-robin on the workers: left to itself the scheduler may
+    # put all of them on one worker, and the boosters then train on that worker alone.
+    addresses = sorted(client.scheduler_info()["workers"])
+    futures = [client.submit(load_partition, frame_path, a, b, names, collection.is_tile,
+                             spec.seed, limit, int(first), pure=False,
+                             workers=[addresses[i % len(addresses)]])
+               for i, ((a, b), first) in enumerate(zip(ranges, first_graph))]
+    distributed_wait(futures)
+    holders = {w for ws in client.who_has(futures).values() for w in ws}
+    parts = [[dask.delayed(operator.getitem)(f, k) for k in range(4)] for f in futures]
     x = da.concatenate([da.from_delayed(p[0], shape=(sum(u), len(names)), dtype=np.float32)
                         for p, u in zip(parts, used)])
     y = da.concatenate([da.from_delayed(p[1], shape=(sum(u),), dtype=np.int32)
@@ -118,5 +128,5 @@ def train_ranker_dask(client, frame_path: str | Path, spec, threads_per_worker: 
     card = build_card(meta, spec, collection, version, model_file,
                       graphs=int(first_graph[-1]), rows=int(sum(s.sum() for s in sizes)),
                       rows_used=int(sum(map(sum, used))), seconds=None)
-    card["engine"] = {"name": "dask", "workers": workers}
+    card["engine"] = {"name": "dask", "workers": workers, "workers_with_data": len(holders)}
     return Ranker(card=card, booster=booster)
