@@ -96,7 +96,7 @@ def score_files(paths: Iterable[str | Path], models: str | Path, out: str | Path
     Returns (rows, skipped files' errors).
     """
     models = str(Path(models).resolve())
-    load_rankers(models)  # fail here, once, if the models are missing or mismatched
+    _cached_rankers(models)  # fail here, once, if the models are missing or mismatched
     jobs = [ScoreJob(Path(p), models, collection, top, skip_bad) for p in paths]
     results = list(map_ordered(score_file, jobs, workers,
                                on_done=(lambda job: on_file(job.path)) if on_file else None,
