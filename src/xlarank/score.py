@@ -49,15 +49,21 @@ def ranked_configs(graph, ranker: Ranker) -> tuple[np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_rankers(models: str) -> dict[str, Ranker]:
-    # Each worker process loads the models once, however many files it scores.
+def _cached_rankers(models: str, stamp: tuple[int, ...]) -> dict[str, Ranker]:
+    # Each worker process loads the models once, however many files it scores; ``stamp``
+    # (the cards' mtimes) makes a model retrained into the same folder a new entry.
     return load_rankers(models)
+
+
+def _models_stamp(models: str) -> tuple[int, ...]:
+    return tuple(p.stat().st_mtime_ns for p in sorted(Path(models).glob("**/card.json")))
 
 
 @dataclass(frozen=True)
 class ScoreJob:
     path: Path
     models: str
+    stamp: tuple[int, ...]
     collection: Collection | None
     top: int | None
     skip_bad: bool
@@ -74,7 +80,7 @@ def score_file(job: ScoreJob) -> tuple[pd.DataFrame | None, str | None]:
     if graph.collection is None:
         raise XlarankError(f"{job.path}: collection unknown (file outside the official "
                            "layout); pass --collection")
-    rankers = _cached_rankers(job.models)
+    rankers = _cached_rankers(job.models, job.stamp)
     if graph.collection.id not in rankers:
         raise XlarankError(f"{job.path}: no model for collection {graph.collection.id}")
     order, score = ranked_configs(graph, rankers[graph.collection.id])
@@ -96,8 +102,9 @@ def score_files(paths: Iterable[str | Path], models: str | Path, out: str | Path
     Returns (rows, skipped files' errors).
     """
     models = str(Path(models).resolve())
-    _cached_rankers(models)  # fail here, once, if the models are missing or mismatched
-    jobs = [ScoreJob(Path(p), models, collection, top, skip_bad) for p in paths]
+    stamp = _models_stamp(models)
+    _cached_rankers(models, stamp)  # fail here, once, if the models are missing or mismatched
+    jobs = [ScoreJob(Path(p), models, stamp, collection, top, skip_bad) for p in paths]
     results = list(map_ordered(score_file, jobs, workers,
                                on_done=(lambda job: on_file(job.path)) if on_file else None,
                                client=client))
