@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import zipfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from xlarank.data.collections import get_collection, locate
@@ -147,3 +149,68 @@ def test_corrupt_member_crc(tmp_path, good_arrays):
     data[offset:offset + 8] = b"\x00" * 8
     path.write_bytes(bytes(data))
     fault_of(path)
+
+
+@pytest.mark.parametrize("save", [np.savez, np.savez_compressed])
+def test_stored_and_deflated_members_read_like_np_load(tmp_path, save):
+    rng = np.random.default_rng(0)
+    arrays = {"a": rng.integers(-1, 6, (257, 9, 18)).astype(np.float32),
+              "b": np.asfortranarray(rng.normal(size=(40, 7))), "c": np.arange(3)}
+    path = tmp_path / "m.npz"
+    save(path, **arrays)
+    with NpzStream(path) as npz:
+        for key, expected in arrays.items():
+            np.testing.assert_array_equal(npz.read(key), expected)
+        # Two members read in turns from one open file.
+        pairs = list(itertools.zip_longest(npz.iter_rows("a", 50), npz.iter_rows("b", 11)))
+    got_a = [a for a, _ in pairs if a is not None]
+    got_b = [b for _, b in pairs if b is not None]
+    np.testing.assert_array_equal(np.concatenate(got_a), arrays["a"])
+    np.testing.assert_array_equal(np.concatenate(got_b), arrays["b"])
+
+
+def test_stored_member_with_changed_byte_fails_crc(tmp_path):
+    path = tmp_path / "m.npz"
+    np.savez(path, a=np.zeros((100, 18), dtype=np.float32))
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("a.npy")
+    data = bytearray(path.read_bytes())
+    # A stored member has no inflate step to notice; only its CRC-32 can.
+    data[info.header_offset + 30 + len(info.filename) + 200] ^= 0x01
+    path.write_bytes(bytes(data))
+    with NpzStream(path) as npz, pytest.raises(BadGraphError, match="CRC"):
+        list(npz.iter_rows("a", 7))
+
+
+def test_read_ahead_keeps_order_raises_in_order_and_stops_early():
+    from xlarank.data.npzstream import ReadAhead
+
+    def items():
+        yield from range(5)
+        raise BadGraphError(Path("g.npz"), "broken after five")
+
+    got = []
+    with ReadAhead(items(), depth=2) as ahead, pytest.raises(BadGraphError, match="five"):
+        for item in ahead:
+            got.append(item)
+    assert got == [0, 1, 2, 3, 4]
+    endless = itertools.count()
+    with ReadAhead(endless, depth=3) as ahead:
+        assert next(iter(ahead)) == 0
+    # Leaving the context stopped the thread: nothing more is drawn.
+    drawn = next(endless)
+    assert drawn <= 5 and next(endless) == drawn + 1
+
+
+def test_streamed_features_equal_in_memory_with_tiny_blocks(samples, monkeypatch):
+    import xlarank.data.graph as graph_module
+    from xlarank.features import featurize_graph, load_feature_spec
+
+    spec = load_feature_spec(Path(__file__).resolve().parents[1] / "features" / "default.toml")
+    path = next(p for p in samples if p.stem == "unet3d")
+    whole = featurize_graph(load_graph(path), spec)
+    # Many blocks and a short read-ahead queue: the thread waits on the reader often.
+    monkeypatch.setattr(graph_module, "CONFIG_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(graph_module, "READ_AHEAD_BYTES", 1)
+    streamed = featurize_graph(load_graph(path, configs=False), spec)
+    pd.testing.assert_frame_equal(streamed, whole)

@@ -7,16 +7,17 @@ times smaller than the float32 on disk.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from xlarank.data.collections import Collection, locate
-from xlarank.data.npzstream import NpzStream
+from xlarank.data.npzstream import NpzStream, ReadAhead
 from xlarank.errors import BadGraphError
-from xlarank.kernels.configs import config_to_int8
+from xlarank.kernels.configs import config_row_hashes, config_to_int8
 
 N_NODE_FEATURES = 140
 N_TILE_CONFIG_FEATURES = 24
@@ -27,7 +28,9 @@ MAX_DIM = 2**31
 # Configs are streamed in blocks of this many bytes of float32. Reading a block holds
 # about 2.5 times this (compressed input, decompressed bytes, int8 copy); bigger blocks
 # do not read faster.
-CONFIG_BLOCK_BYTES = 2 << 20
+CONFIG_BLOCK_BYTES = 1 << 20
+# int8 config blocks a reading thread may hold ready.
+READ_AHEAD_BYTES = 1 << 20
 
 TILE_KEYS = ("node_feat", "node_opcode", "edge_index", "config_feat", "config_runtime",
              "config_runtime_normalizers")
@@ -233,16 +236,16 @@ def _read_layout_configs(path: Path, npz: NpzStream, c: int, nc: int,
         return None
     out = np.empty(shape, dtype=np.int8)
     start = 0
-    for block in _config_blocks(path, npz, nc, CONFIG_BLOCK_BYTES):
+    raw_blocks = npz.iter_rows("node_config_feat", _rows_per_block(nc, CONFIG_BLOCK_BYTES))
+    for block in _narrowed(path, raw_blocks):
         out[start : start + len(block)] = block
         start += len(block)
     return out
 
 
-def _config_blocks(path: Path, npz: NpzStream, nc: int, block_bytes: int) -> Iterator[np.ndarray]:
-    """Validated int8 blocks (<= block_bytes of float32 each) of node_config_feat."""
-    rows = max(1, block_bytes // max(1, nc * N_LAYOUT_CONFIG_FEATURES * 4))
-    for block in npz.iter_rows("node_config_feat", rows):
+def _narrowed(path: Path, raw_blocks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+    """Validated int8 blocks of float32 node_config_feat blocks."""
+    for block in raw_blocks:
         narrow, ok = config_to_int8(np.ascontiguousarray(block, dtype=np.float32))
         if not ok:
             _fail(path, "node_config_feat: values must be whole numbers in -1..5 "
@@ -250,21 +253,35 @@ def _config_blocks(path: Path, npz: NpzStream, nc: int, block_bytes: int) -> Ite
         yield narrow
 
 
-def iter_config_blocks(graph: LayoutGraph, block_bytes: int | None = None
-                       ) -> Iterator[np.ndarray]:
-    """The graph's configs as int8 blocks (b, nc, 18), in config order.
+def _rows_per_block(nc: int, block_bytes: int) -> int:
+    """Configs per block of at most block_bytes of float32 (at least one)."""
+    return max(1, block_bytes // max(1, nc * N_LAYOUT_CONFIG_FEATURES * 4))
+
+
+@contextmanager
+def config_blocks(graph: LayoutGraph, block_bytes: int | None = None
+                  ) -> Iterator[Iterable[tuple[np.ndarray, np.ndarray]]]:
+    """Context giving the graph's configs as int8 blocks (b, nc, 18), in config order, each
+    with the uint64 (b,) `config_row_hashes` of its configs.
 
     From memory when the graph was loaded with its configs, else streamed from its file,
-    so at most one block is held. Raises `BadGraphError` if the file is bad or changed.
+    so at most three blocks are held: a thread starts inflating on entering (zlib releases
+    the GIL), so the caller's work on one block, or on per-graph tables before the first,
+    overlaps reading the next. Raises `BadGraphError` if the file is bad or changed.
     """
-    block_bytes = block_bytes or CONFIG_BLOCK_BYTES
+    rows = _rows_per_block(graph.n_configurable, block_bytes or CONFIG_BLOCK_BYTES)
     if graph.node_config_feat is not None:
-        rows = max(1, block_bytes // max(1, graph.n_configurable * N_LAYOUT_CONFIG_FEATURES * 4))
-        for start in range(0, graph.n_configs, rows):
-            yield graph.node_config_feat[start : start + rows]
+        yield ((block, config_row_hashes(block)) for block in
+               (graph.node_config_feat[s : s + rows] for s in range(0, graph.n_configs, rows)))
         return
     with NpzStream(graph.path) as npz:
         shape, _ = npz.header("node_config_feat")
         if shape != (graph.n_configs, graph.n_configurable, N_LAYOUT_CONFIG_FEATURES):
             _fail(graph.path, "node_config_feat: changed since the file was loaded")
-        yield from _config_blocks(graph.path, npz, graph.n_configurable, block_bytes)
+        int8_block_bytes = rows * graph.n_configurable * N_LAYOUT_CONFIG_FEATURES
+        depth = max(1, READ_AHEAD_BYTES // max(1, int8_block_bytes))
+        # The thread inflates and narrows (serial kernels); Numba's parallel kernels,
+        # hashing included, stay on this thread.
+        with ReadAhead(_narrowed(graph.path, npz.iter_rows("node_config_feat", rows)),
+                       depth) as blocks:
+            yield ((block, config_row_hashes(block)) for block in blocks)

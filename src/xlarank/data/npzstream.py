@@ -7,10 +7,14 @@ leading-axis rows at a time.
 
 from __future__ import annotations
 
+import queue
+import struct
+import threading
 import tokenize
 import zipfile
 import zlib
 from collections.abc import Iterator
+from typing import Generic, TypeVar
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +31,80 @@ READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, Ke
 
 
 READ_PIECE = 1 << 20
+# Reads up to this size are taken whole, without a copy; a config block is one such read.
+WHOLE_READ_LIMIT = 4 << 20
+# Compressed bytes fed to zlib per call. Small, because zlib hands back what a call
+# could not use as a fresh copy, and a config member can compress 80x.
+COMPRESSED_PIECE = 1 << 16
+_LOCAL_HEADER = struct.Struct("<4s22xHH")
+
+
+class _MemberStream:
+    """A zip member's bytes, inflated straight from the archive file.
+
+    zipfile's reader inflates at most what each read asks for in 4 KiB-minimum steps and
+    hands back joined copies; reading a block of n bytes here is one zlib call per
+    compressed piece, and when one call yields the whole block it is returned without a copy.
+    The CRC is checked when the last byte has been read, as zipfile does.
+    """
+
+    def __init__(self, archive, info: zipfile.ZipInfo):
+        if info.flag_bits & 0x1:
+            raise RuntimeError("encrypted member")
+        self._file = archive
+        self._info = info
+        self._file.seek(info.header_offset)
+        magic, name_len, extra_len = _LOCAL_HEADER.unpack(self._file.read(30))
+        if magic != b"PK\x03\x04":
+            raise zipfile.BadZipFile("bad local file header")
+        # Its own position, so two members open on one file do not disturb each other.
+        self._position = info.header_offset + 30 + name_len + extra_len
+        self._compressed_left = info.compress_size
+        self._inflate = (zlib.decompressobj(-zlib.MAX_WBITS)
+                         if info.compress_type == zipfile.ZIP_DEFLATED else None)
+        self._pending = b""
+        self._crc = 0
+        self._done = 0
+
+    def __enter__(self) -> _MemberStream:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        pass
+
+    def tell(self) -> int:
+        return self._done
+
+    def read(self, n: int) -> bytes:
+        """Up to n bytes (fewer only at the member's end)."""
+        parts = []
+        need = min(n, self._info.file_size - self._done)
+        while need > 0:
+            # Topped up before it runs dry, so one zlib call usually yields a whole block.
+            if len(self._pending) < COMPRESSED_PIECE // 4 and self._compressed_left > 0:
+                self._file.seek(self._position)
+                more = self._file.read(min(COMPRESSED_PIECE, self._compressed_left))
+                self._position += len(more)
+                # A file cut short ends the member; the caller reports it truncated.
+                self._compressed_left = self._compressed_left - len(more) if more else 0
+                self._pending += more
+            if not self._pending:
+                break
+            if self._inflate is None:
+                piece, self._pending = self._pending[:need], self._pending[need:]
+            else:
+                piece = self._inflate.decompress(self._pending, need)
+                self._pending = self._inflate.unconsumed_tail
+                if not piece and self._inflate.eof:
+                    break
+            parts.append(piece)
+            need -= len(piece)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        self._crc = zlib.crc32(data, self._crc)
+        self._done += len(data)
+        if self._done == self._info.file_size and self._crc != self._info.CRC:
+            raise zipfile.BadZipFile(f"bad CRC-32 for {self._info.filename}")
+        return data
 
 
 class NpzStream:
@@ -38,13 +116,18 @@ class NpzStream:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         try:
-            self._zip = zipfile.ZipFile(self.path)
+            self._file = open(self.path, "rb")
+        except OSError as exc:
+            raise BadGraphError(self.path, f"cannot be opened ({exc.strerror})") from None
+        try:
+            self._zip = zipfile.ZipFile(self._file)
             self.keys = {
                 info.filename[: -len(".npy")]
                 for info in self._zip.infolist()
                 if info.filename.endswith(".npy")
             }
         except READ_ERRORS as exc:
+            self._file.close()
             raise BadGraphError(self.path, f"not a readable npz archive ({exc})") from None
 
     def __enter__(self) -> NpzStream:
@@ -52,6 +135,7 @@ class NpzStream:
 
     def __exit__(self, *exc_info) -> None:
         self._zip.close()
+        self._file.close()
 
     def header(self, key: str) -> tuple[tuple[int, ...], np.dtype]:
         """Shape and dtype of a member, read from its .npy header alone."""
@@ -101,7 +185,10 @@ class NpzStream:
         if key not in self.keys:
             raise BadGraphError(self.path, f"missing array {key!r}")
         try:
-            return self._zip.open(key + ".npy")
+            info = self._zip.getinfo(key + ".npy")
+            if info.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                return _MemberStream(self._file, info)
+            return self._zip.open(info)
         except READ_ERRORS as exc:
             raise BadGraphError(self.path, f"{key}: cannot be opened ({exc})") from None
 
@@ -124,8 +211,15 @@ class NpzStream:
         return tuple(shape), bool(fortran), dtype
 
     def _read_exact(self, key: str, stream, nbytes: int) -> np.ndarray:
-        """uint8 (nbytes,), filled in READ_PIECE steps: one read of n bytes would hold the
-        decompressed pieces and their join at once, twice the memory."""
+        """uint8 (nbytes,), read-only when read in one piece. Up to WHOLE_READ_LIMIT in one
+        read, taken as it comes; beyond, filled in READ_PIECE steps: one read of n bytes would
+        hold the pieces and their join at once, twice the memory."""
+        if nbytes <= WHOLE_READ_LIMIT:
+            piece = stream.read(nbytes)
+            if len(piece) != nbytes:
+                raise BadGraphError(
+                    self.path, f"{key}: truncated ({len(piece)} of {nbytes} bytes present)")
+            return np.frombuffer(piece, dtype=np.uint8)
         out = np.empty(nbytes, dtype=np.uint8)
         view = memoryview(out)
         filled = 0
@@ -137,3 +231,59 @@ class NpzStream:
             view[filled : filled + len(piece)] = piece
             filled += len(piece)
         return out
+
+
+T = TypeVar("T")
+_END = object()
+
+
+class ReadAhead(Generic[T]):
+    """The items of an iterator, made ahead by a thread from entering the context on.
+
+    zlib and the nogil kernels release the GIL, so inflating the next blocks of configs
+    overlaps the caller's work (on this block, or on the graph before the first). At most
+    ``depth`` items wait; an error raised while making an item is raised to the reader, in
+    order. Leaving the context stops the thread.
+    """
+
+    def __init__(self, items: Iterator[T], depth: int = 1):
+        self._items = items
+        self._ready: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self._worker = threading.Thread(target=self._make, name="xlarank-read-ahead",
+                                        daemon=True)
+
+    def __enter__(self) -> ReadAhead[T]:
+        self._worker.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._worker.join()
+
+    def __iter__(self) -> Iterator[T]:
+        while True:
+            item, error = self._ready.get()
+            if error is not None:
+                raise error
+            if item is _END:
+                return
+            yield item
+
+    def _hand_over(self, entry) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._ready.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _make(self) -> None:
+        try:
+            for item in self._items:
+                if not self._hand_over((item, None)):
+                    return
+            self._hand_over((_END, None))
+        except BaseException as exc:  # handed to the reader, who raises it
+            self._hand_over((None, exc))

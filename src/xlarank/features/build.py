@@ -4,7 +4,7 @@ A feature block is a DataFrame with one row per config of one graph: the key col
 ``graph_id``, ``config_index``, ``runtime``, ``normalizer`` and then the features, all
 float32, in the spec's order.
 
-Layout configs are read block by block (see `iter_config_blocks`), so a graph's config
+Layout configs are read block by block (see `config_blocks`), so a graph's config
 tensor is never whole in memory, and each distinct config is featurized once: configs are
 hashed per block, and only configs not seen before reach the per-config kernels.
 """
@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from xlarank.data.graph import (MAX_OPCODE, SHAPE_DIM_COLUMNS, LayoutGraph, TileGraph,
-                                iter_config_blocks)
+                                config_blocks)
 from xlarank.features.spec import FeatureSpec
 from xlarank.kernels.configs import (LAYOUT_JOINED_NAMES, TILE_JOINED_NAMES,
-                                     config_row_hashes, layout_changed_aggregates,
+                                     layout_changed_aggregates,
                                      layout_config_joined, layout_config_means,
                                      tile_config_joined)
 from xlarank.kernels.graph import (column_mean_max, csr_by_row, khop_sums, khop_union,
@@ -120,13 +120,16 @@ def operand_tables(graph: LayoutGraph, rank: np.ndarray, nbytes: np.ndarray,
     position[ids] = np.arange(len(ids))
     operand_pos = np.full((len(ids), 2), -2, dtype=np.int64)
     operand_info = np.zeros((len(ids), 2, 7), dtype=np.float64)
-    for j, node in enumerate(ids):
-        for slot, src in enumerate(operands[indptr[node]:indptr[node + 1]][:2]):
-            if rank[src] == 0:
-                continue
-            operand_pos[j, slot] = position[src]
-            operand_info[j, slot, 0] = nbytes[src]
-            operand_info[j, slot, 1:] = layouts[src]
+    starts, counts = indptr[ids], indptr[ids + 1] - indptr[ids]
+    for slot in range(2):
+        rows = np.flatnonzero(counts > slot)
+        src = operands[starts[rows] + slot]
+        # An operand without a shape (a token, a tuple) carries no layout to compare.
+        shaped = rank[src] != 0
+        rows, src = rows[shaped], src[shaped]
+        operand_pos[rows, slot] = position[src]
+        operand_info[rows, slot, 0] = nbytes[src]
+        operand_info[rows, slot, 1:] = layouts[src]
     return operand_pos, operand_info
 
 
@@ -197,27 +200,33 @@ def layout_config_features(graph: LayoutGraph, spec: FeatureSpec
     (n_configs,)): config i's features are features[distinct_of[i]]. Distinct ids follow
     first appearance.
     """
-    context = LayoutContext.of(graph, spec)
     seen: dict[int, int] = {}
     rows: list[np.ndarray] = []
     distinct_of = np.empty(graph.n_configs, dtype=np.int64)
     start = 0
-    for block in iter_config_blocks(graph):
-        hashes = config_row_hashes(block)
-        unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-        ids = np.empty(len(unique), dtype=np.int64)
-        new = []
-        # Visit in order of first appearance so ids follow config order.
-        for u in np.argsort(first, kind="stable"):
-            h = int(unique[u])
-            if h not in seen:
-                seen[h] = len(seen)
-                new.append(u)
-            ids[u] = seen[h]
-        if new:
-            rows.append(context.features(block[first[np.array(new)]], spec))
-        distinct_of[start:start + len(block)] = ids[inverse]
-        start += len(block)
+    with config_blocks(graph) as blocks:
+        # Configs are being read while the per-graph tables are made.
+        context = LayoutContext.of(graph, spec)
+        for block, hashes in blocks:
+            unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+            ids = np.empty(len(unique), dtype=np.int64)
+            new = []
+            # Visit in order of first appearance so ids follow config order.
+            order = np.argsort(first, kind="stable")
+            for u, h in zip(order.tolist(), unique[order].tolist()):
+                if h not in seen:
+                    seen[h] = len(seen)
+                    new.append(u)
+                ids[u] = seen[h]
+            if new:
+                rows_of_new = first[new]
+                # Most blocks hold only new configs, in order: featurize the block as it is.
+                fresh = (block if len(new) == len(block)
+                         and np.array_equal(rows_of_new, np.arange(len(block)))
+                         else block[rows_of_new])
+                rows.append(context.features(fresh, spec))
+            distinct_of[start:start + len(block)] = ids[inverse]
+            start += len(block)
     if not rows:
         rows.append(context.features(np.zeros((0, graph.n_configurable, 18), np.int8), spec))
     return np.vstack(rows), distinct_of
@@ -269,14 +278,19 @@ def featurize_graph(graph: TileGraph | LayoutGraph, spec: FeatureSpec,
         config_index, normalizer, distinct_of = rows, normalizer[rows], distinct_of[rows]
     else:
         config_index = np.arange(graph.n_configs)
-    config_names = [n for n in feature_names(spec, is_tile) if not n.startswith("g_")]
-    block = pd.DataFrame(table[distinct_of], columns=config_names)
+    names = feature_names(spec, is_tile)
+    columns = table[distinct_of]
+    column_names = [n for n in names if not n.startswith("g_")]
     if "graph" in spec.families:
         per_graph = graph_features(graph)
-        graph_names = feature_names(FeatureSpec("graph", ("graph",)), is_tile)
-        block = pd.concat([pd.DataFrame(np.broadcast_to(per_graph, (len(block), len(per_graph))),
-                                        columns=graph_names), block], axis=1)
-    block = block[feature_names(spec, is_tile)]
+        columns = np.hstack([np.broadcast_to(per_graph, (len(columns), len(per_graph))),
+                             columns])
+        column_names = [n for n in names if n.startswith("g_")] + column_names
+    if column_names != names:
+        position = {name: i for i, name in enumerate(column_names)}
+        columns = columns[:, [position[name] for name in names]]
+    # One float32 block: pandas builds it without a per-column copy.
+    block = pd.DataFrame(columns, columns=names, copy=False)
     keys = pd.DataFrame({
         "graph_id": pd.Series([graph.graph_id] * len(config_index), dtype="string"),
         "config_index": config_index.astype(np.int32),
