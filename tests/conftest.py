@@ -5,7 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.synth import synth_dataset
+from xlarank.features import load_feature_spec
+from xlarank.frame import featurize_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = Path(os.environ.get("XLARANK_SAMPLES", ROOT.parent / "shared" / "tpugraphs"))
@@ -44,3 +47,19 @@ def spec_dir(tmp_path_factory) -> Path:
         'name = "baseline"\nfeatures = "baseline"\nlibrary = "xgboost"\n'
         'objective = "rank:pairwise"\nnum_rounds = 20\nseed = 3\n')
     return folder
+
+
+@pytest.fixture(scope="session")
+def frames(tiny_data, tmp_path_factory):
+    """Default and baseline frames of every collection's train and valid splits."""
+    folder = tmp_path_factory.mktemp("frames")
+    out = {}
+    for collection in COLLECTIONS:
+        for spec in (load_feature_spec(ROOT / "features" / "default.toml"),
+                     load_feature_spec(ROOT / "features" / "baseline.toml")):
+            for split in ("train", "valid", "test"):
+                path = folder / spec.name / collection.slug / f"{split}.parquet"
+                featurize_files(split_files(tiny_data, collection, split), path, collection,
+                                split, spec)
+                out[spec.name, collection.slug, split] = path
+    return out

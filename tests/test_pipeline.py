@@ -44,21 +44,6 @@ def test_featurize_every_real_sample(samples):
             np.testing.assert_array_equal(block["runtime"], graph.config_runtime)
 
 
-@pytest.fixture(scope="session")
-def frames(tiny_data, tmp_path_factory):
-    """Default and baseline frames of every collection's train and valid splits."""
-    folder = tmp_path_factory.mktemp("frames")
-    out = {}
-    for collection in COLLECTIONS:
-        for spec in (DEFAULT, BASELINE):
-            for split in ("train", "valid", "test"):
-                path = folder / spec.name / collection.slug / f"{split}.parquet"
-                featurize_files(split_files(tiny_data, collection, split), path, collection,
-                                split, spec)
-                out[spec.name, collection.slug, split] = path
-    return out
-
-
 def test_frame_round_trip(frames, tiny_data):
     path = frames["default", "layout-xla-default", "train"]
     table, meta = read_frame(path)

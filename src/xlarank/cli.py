@@ -180,8 +180,11 @@ def featurize(
 @app.command()
 def train(
     frame: Annotated[Path, typer.Argument(help="Training frame (parquet from featurize).")],
-    spec: Annotated[Path, typer.Option(help="Booster spec TOML (models/*.toml).")],
+    spec: Annotated[list[Path], typer.Option(help="Booster spec TOML (models/*.toml); "
+                                             "repeat for an ensemble.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Model directory to write.")],
+    seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds, e.g. 0,1,2: one "
+                                              "member per spec and seed (an ensemble).")] = None,
     valid: Annotated[Path | None, typer.Option(help="Validation frame; its metrics go "
                                                "into the model card.")] = None,
     threads: Annotated[int, typer.Option(help="Booster threads; 0 lets it choose "
@@ -190,24 +193,38 @@ def train(
     scheduler: SchedulerOption = None,
     workers: Annotated[int, typer.Option(help="Workers of the local Dask cluster.")] = 2,
 ) -> None:
-    """Train a ranker on one collection's frame and save it with its card."""
+    """Train a ranker on one collection's frame and save it with its card.
+
+    More than one --spec, or --seeds, trains an ensemble: one booster per spec and seed,
+    scores min-max normalized per graph and averaged.
+    """
     from xlarank.evaluate import per_graph_metrics, summarize
-    from xlarank.frame import read_frame
+    from xlarank.frame import read_frame, read_meta
+    from xlarank.rank.ensemble import train_ensemble
     from xlarank.rank.model import load_ranker_spec, train_ranker
 
     with _user_errors():
-        ranker_spec = load_ranker_spec(spec)
-        with err_console.status(f"training {ranker_spec.library} {ranker_spec.objective} on "
-                                f"{frame} ({engine})"), _engine(engine, scheduler, workers) as client:
+        specs = [load_ranker_spec(s) for s in spec]
+        seed_list = _parse_seeds(seeds) if seeds else None
+        meta = read_meta(frame)
+        what = (f"{specs[0].library} {specs[0].objective}" if len(specs) == 1 and not seed_list
+                else f"an ensemble of {len(specs) * len(seed_list or [0])}")
+        with err_console.status(f"training {what} on {frame} ({engine})"), \
+                _engine(engine, scheduler, workers) as client:
             if client is None:
                 table, meta = read_frame(frame)
-                ranker = train_ranker(table, meta, ranker_spec, threads=threads)
+
+                def train_one(s):
+                    return train_ranker(table, meta, s, threads=threads)
             else:
                 from xlarank.distributed import train_ranker_dask
-                from xlarank.frame import read_meta
 
-                meta = read_meta(frame)
-                ranker = train_ranker_dask(client, frame, ranker_spec, threads or 1)
+                def train_one(s):
+                    return train_ranker_dask(client, frame, s, threads or 1)
+            if len(specs) == 1 and not seed_list:
+                ranker = train_one(specs[0])
+            else:
+                ranker = train_ensemble(specs, seed_list, train_one)
         if valid is not None:
             valid_table, valid_meta = read_frame(valid)
             ranker.check_frame(valid_meta, str(valid))
@@ -215,11 +232,22 @@ def train(
                                         get_collection(meta.collection).is_tile)
             ranker.card["validation"] = {"frame": str(valid), **summarize(metrics)}
         ranker.save(out_dir)
-    console.print(f"trained {ranker_spec.name} on {meta.collection} "
-              f"({ranker.card['training_data']['graphs']} graphs) -> {out_dir}")
+    names = " + ".join(s.name for s in specs)
+    console.print(f"trained {names} on {meta.collection} "
+                  f"({ranker.card['training_data']['graphs']} graphs) -> {out_dir}")
     if STATE["verbose"]:
         console.print_json(json.dumps({k: ranker.card[k] for k in
                                        ("training_data", "train_seconds", "versions")}))
+
+
+def _parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise XlarankError(f"--seeds {text!r}: expected comma-separated integers") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise XlarankError(f"--seeds {text!r}: give one or more distinct integers")
+    return seeds
 
 
 @app.command()

@@ -68,7 +68,8 @@ def train_ranker_dask(client, frame_path: str | Path, spec, threads_per_worker: 
     from distributed import wait as distributed_wait
 
     from xlarank.frame import read_meta, row_group_graph_sizes
-    from xlarank.rank.model import build_card, check_trainable, load_partition
+    from xlarank.rank.model import (build_card, check_trainable, lightgbm_params,
+                                    load_partition, xgboost_params)
 
     frame_path = str(frame_path)
     meta = read_meta(frame_path)
@@ -90,7 +91,7 @@ def train_ranker_dask(client, frame_path: str | Path, spec, threads_per_worker: 
     # put all of them on one worker, and the boosters then train on that worker alone.
     addresses = sorted(client.scheduler_info()["workers"])
     futures = [client.submit(load_partition, frame_path, a, b, names, collection.is_tile,
-                             spec.seed, limit, int(first), pure=False,
+                             spec, int(first), pure=False,
                              workers=[addresses[i % len(addresses)]])
                for i, ((a, b), first) in enumerate(zip(ranges, first_graph))]
     distributed_wait(futures)
@@ -98,19 +99,26 @@ def train_ranker_dask(client, frame_path: str | Path, spec, threads_per_worker: 
     parts = [[dask.delayed(operator.getitem)(f, k) for k in range(4)] for f in futures]
     x = da.concatenate([da.from_delayed(p[0], shape=(sum(u), len(names)), dtype=np.float32)
                         for p, u in zip(parts, used)])
-    y = da.concatenate([da.from_delayed(p[1], shape=(sum(u),), dtype=np.int32)
+    y = da.concatenate([da.from_delayed(p[1], shape=(sum(u),),
+                                        dtype=np.float64 if spec.pointwise else np.int32)
                         for p, u in zip(parts, used)])
     if spec.library == "lightgbm":
         import lightgbm as lgb
 
         group = da.concatenate([da.from_delayed(p[2], shape=(len(u),), dtype=np.int64)
                                 for p, u in zip(parts, used)])
-        params = {"objective": spec.objective, "random_state": spec.seed,
-                  "n_estimators": spec.num_rounds, "deterministic": True,
-                  "force_row_wise": True, "verbose": -1,
-                  "label_gain": list(range(31)), **spec.params}
-        model = lgb.DaskLGBMRanker(client=client, **params)
-        model.fit(x, y, group=group, feature_name=names)
+        params = lightgbm_params(spec, 0)
+        # The scikit-learn style estimators name these differently.
+        params.pop("num_threads")
+        params.pop("verbosity")
+        params.update(random_state=params.pop("seed"), n_estimators=spec.num_rounds,
+                      verbose=-1)
+        if spec.pointwise:
+            model = lgb.DaskLGBMRegressor(client=client, **params)
+            model.fit(x, y, feature_name=names)
+        else:
+            model = lgb.DaskLGBMRanker(client=client, **params)
+            model.fit(x, y, group=group, feature_name=names)
         booster, version, model_file = model.to_local().booster_, lgb.__version__, "model.txt"
     else:
         import xgboost as xgb
@@ -118,9 +126,9 @@ def train_ranker_dask(client, frame_path: str | Path, spec, threads_per_worker: 
 
         qid = da.concatenate([da.from_delayed(p[3], shape=(sum(u),), dtype=np.int64)
                               for p, u in zip(parts, used)])
-        params = {"objective": spec.objective, "seed": spec.seed, "tree_method": "hist",
-                  "nthread": threads_per_worker, **spec.params}
-        data = xgb_dask.DaskDMatrix(client, x, y, qid=qid, feature_names=names)
+        params = xgboost_params(spec, threads_per_worker)
+        data = xgb_dask.DaskDMatrix(client, x, y, qid=None if spec.pointwise else qid,
+                                    feature_names=names)
         booster = xgb_dask.train(client, params, data, num_boost_round=spec.num_rounds)["booster"]
         version, model_file = xgb.__version__, "model.json"
     from xlarank.rank.model import Ranker

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from xlarank.errors import XlarankError
+from xlarank.errors import MismatchError, XlarankError
 from xlarank.files import read_structured
 from xlarank.frame import group_sizes
 from xlarank.metrics import kendall_tau, ordered_pair_accuracy, slowdown_at
@@ -78,3 +78,16 @@ def summarize(per_graph: pd.DataFrame) -> dict[str, float]:
 def random_scores(frame: pd.DataFrame, seed: int) -> np.ndarray:
     """float64 (n_rows,): a uniformly random order, the floor any ranker must beat."""
     return np.random.default_rng(seed).random(len(frame))
+
+
+def default_layout_scores(frame: pd.DataFrame) -> np.ndarray:
+    """float64 (n_rows,): the "keep the default layout" peer for layout collections.
+
+    Configs that leave more configurable nodes on their default output layout rank first,
+    which is what a compiler does without a cost model. Reads the ``c_default_out_frac``
+    column of the config_joined family.
+    """
+    if "c_default_out_frac" not in frame:
+        raise MismatchError("the default-layout peer needs the c_default_out_frac column "
+                            "(a layout frame with the config_joined family)")
+    return frame["c_default_out_frac"].to_numpy(dtype=np.float64)

@@ -36,3 +36,18 @@ def relevance_grades(target: np.ndarray, group_sizes: np.ndarray,
                                                 n_grades - 1)
         start += size
     return grades
+
+
+def log_slowdown(target: np.ndarray, group_sizes: np.ndarray) -> np.ndarray:
+    """float64 (n_rows,): log(target / fastest target of its graph), 0 for the fastest.
+
+    The pointwise regression label ("log normalized runtime"): dividing by the graph's best
+    removes the scale that differs by orders of magnitude between graphs.
+    """
+    out = np.empty(len(target), dtype=np.float64)
+    start = 0
+    for size in group_sizes:
+        t = target[start:start + size]
+        out[start:start + size] = np.log(t / max(float(t.min()), 1e-300))
+        start += size
+    return out

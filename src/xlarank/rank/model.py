@@ -25,14 +25,17 @@ from xlarank.errors import MismatchError, SpecError, XlarankError
 from xlarank.features.spec import FeatureSpec
 from xlarank.files import read_structured
 from xlarank.frame import FrameMeta, group_sizes
-from xlarank.rank.labels import N_GRADES, ranking_target, relevance_grades
+from xlarank.rank.labels import N_GRADES, log_slowdown, ranking_target, relevance_grades
 
 # Bump when the saved layout changes; a card of a higher format is refused.
 MODEL_FORMAT = 1
 OBJECTIVES = {
-    "lightgbm": ("lambdarank", "rank_xendcg"),
-    "xgboost": ("rank:ndcg", "rank:pairwise", "rank:map"),
+    "lightgbm": ("lambdarank", "rank_xendcg", "regression"),
+    "xgboost": ("rank:ndcg", "rank:pairwise", "rank:map", "reg:squarederror"),
 }
+# Pointwise objectives regress -log_slowdown; the others rank graded configs per graph.
+POINTWISE = ("regression", "reg:squarederror")
+MAX_GRADES = 1000
 # LightGBM refuses queries of more than 10,000 rows.
 MAX_GROUP_ROWS = 10_000
 
@@ -48,7 +51,13 @@ class RankerSpec:
     num_rounds: int = 200
     max_configs_per_graph: int = 2000
     seed: int = 0
+    # Relevance grades per graph (quantiles of runtime); gains are linear in the grade.
+    grades: int = N_GRADES
     params: dict = field(default_factory=dict)
+
+    @property
+    def pointwise(self) -> bool:
+        return self.objective in POINTWISE
 
 
 def load_ranker_spec(path: str | Path) -> RankerSpec:
@@ -66,6 +75,8 @@ def load_ranker_spec(path: str | Path) -> RankerSpec:
                         f"{', '.join(OBJECTIVES[spec.library])} for {spec.library}")
     if not 2 <= spec.max_configs_per_graph <= MAX_GROUP_ROWS:
         raise SpecError(f"{path}: max_configs_per_graph must lie in 2..{MAX_GROUP_ROWS}")
+    if not 2 <= spec.grades <= MAX_GRADES:
+        raise SpecError(f"{path}: grades must lie in 2..{MAX_GRADES}")
     return spec
 
 
@@ -96,25 +107,50 @@ def check_trainable(meta: FrameMeta, spec: RankerSpec):
     return get_collection(meta.collection)
 
 
-def training_arrays(frame: pd.DataFrame, names: list[str], is_tile: bool, seed: int,
-                    limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sampled rows of a frame of whole graphs: x float32 (rows, features), labels int32
-    (rows,), group sizes int64 (graphs,)."""
-    rows = sample_configs(frame, group_sizes(frame), limit, seed)
+def training_arrays(frame: pd.DataFrame, names: list[str], is_tile: bool, spec: RankerSpec
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sampled rows of a frame of whole graphs: x float32 (rows, features), labels (rows,),
+    group sizes int64 (graphs,).
+
+    Labels are int32 relevance grades (higher is faster) for ranking objectives, and
+    float64 -log_slowdown (0 for the fastest, higher is faster) for pointwise ones.
+    """
+    rows = sample_configs(frame, group_sizes(frame), spec.max_configs_per_graph, spec.seed)
     train = frame.iloc[rows]
     sizes = group_sizes(train)
-    labels = relevance_grades(ranking_target(train, is_tile), sizes)
+    target = ranking_target(train, is_tile)
+    labels = (-log_slowdown(target, sizes) if spec.pointwise
+              else relevance_grades(target, sizes, spec.grades))
     return train[names].to_numpy(dtype=np.float32), labels, sizes
 
 
+def lightgbm_params(spec: RankerSpec, threads: int) -> dict:
+    """LightGBM parameters of a spec; the spec's own params win."""
+    params = {"objective": spec.objective, "seed": spec.seed, "deterministic": True,
+              "force_row_wise": True, "verbosity": -1, "num_threads": threads}
+    if not spec.pointwise:
+        params["label_gain"] = list(range(spec.grades))
+    return {**params, **spec.params}
+
+
+def xgboost_params(spec: RankerSpec, threads: int | None) -> dict:
+    """XGBoost parameters of a spec; the spec's own params win."""
+    params = {"objective": spec.objective, "seed": spec.seed, "tree_method": "hist",
+              "nthread": threads}
+    if spec.objective == "rank:ndcg":
+        # Linear gains as for LightGBM; exponential ones overflow past 31 grades.
+        params["ndcg_exp_gain"] = False
+    return {k: v for k, v in {**params, **spec.params}.items() if v is not None}
+
+
 def load_partition(frame_path: str, start: int, stop: int, names: list[str], is_tile: bool,
-                   seed: int, limit: int, first_graph: int):
+                   spec: RankerSpec, first_graph: int):
     """Training arrays of row groups [start, stop) of a frame (whole graphs), plus qid
     int64 (rows,) numbering their graphs from ``first_graph``; for Dask workers."""
     import pyarrow.parquet as pq
 
     frame = pq.ParquetFile(frame_path).read_row_groups(list(range(start, stop))).to_pandas()
-    x, labels, sizes = training_arrays(frame, names, is_tile, seed, limit)
+    x, labels, sizes = training_arrays(frame, names, is_tile, spec)
     qid = np.repeat(np.arange(first_graph, first_graph + len(sizes)), sizes)
     return x, labels, sizes, qid
 
@@ -192,7 +228,8 @@ class Ranker:
         return directory
 
 
-def load_ranker(directory: str | Path) -> Ranker:
+def load_ranker(directory: str | Path):
+    """The `Ranker`, or `xlarank.rank.ensemble.Ensemble`, saved in a directory."""
     directory = Path(directory)
     card = read_structured(directory / "card.json", "model card",
                            missing_hint="; train a model with 'xlarank train'")
@@ -200,6 +237,10 @@ def load_ranker(directory: str | Path) -> Ranker:
         raise MismatchError(f"{directory}: model of format {card.get('format')} was written by "
                             f"a newer xlarank ({card.get('versions', {}).get('xlarank')}); "
                             f"this is {__version__}, which reads format {MODEL_FORMAT}")
+    if card.get("kind") == "ensemble":
+        from xlarank.rank.ensemble import load_ensemble
+
+        return load_ensemble(directory, card)
     model_file = directory / card["model_file"]
     if card["library"] == "lightgbm":
         import lightgbm as lgb
@@ -226,26 +267,23 @@ def train_ranker(frame: pd.DataFrame, meta: FrameMeta, spec: RankerSpec,
     if not (frame["runtime"].to_numpy() > 0).any():
         raise MismatchError("the training frame has no runtimes (all zero: a test split?)")
     names = meta.feature_names
-    x, labels, train_sizes = training_arrays(frame, names, collection.is_tile, spec.seed,
-                                             spec.max_configs_per_graph)
+    x, labels, train_sizes = training_arrays(frame, names, collection.is_tile, spec)
     started = time.perf_counter()
     if spec.library == "lightgbm":
         import lightgbm as lgb
 
-        params = {"objective": spec.objective, "seed": spec.seed, "deterministic": True,
-                  "force_row_wise": True, "verbosity": -1, "num_threads": threads,
-                  "label_gain": list(range(N_GRADES)), **spec.params}
-        data = lgb.Dataset(x, label=labels, group=train_sizes, feature_name=names)
-        booster = lgb.train(params, data, num_boost_round=spec.num_rounds)
+        data = lgb.Dataset(x, label=labels, group=None if spec.pointwise else train_sizes,
+                           feature_name=names)
+        booster = lgb.train(lightgbm_params(spec, threads), data,
+                            num_boost_round=spec.num_rounds)
         version, model_file = lgb.__version__, "model.txt"
     else:
         import xgboost as xgb
 
-        params = {"objective": spec.objective, "seed": spec.seed, "tree_method": "hist",
-                  "nthread": threads or None, **spec.params}
         qid = np.repeat(np.arange(len(train_sizes)), train_sizes)
-        data = xgb.DMatrix(x, label=labels, qid=qid, feature_names=names)
-        booster = xgb.train({k: v for k, v in params.items() if v is not None}, data,
+        data = xgb.DMatrix(x, label=labels, qid=None if spec.pointwise else qid,
+                           feature_names=names)
+        booster = xgb.train(xgboost_params(spec, threads or None), data,
                             num_boost_round=spec.num_rounds)
         version, model_file = xgb.__version__, "model.json"
     card = build_card(meta, spec, collection, version, model_file,

@@ -1,0 +1,119 @@
+"""Ensembles of rankers: boosters and seeds whose scores are averaged per graph.
+
+Each member's scores are min-max normalized within each graph before averaging, so members
+whose scores live on different scales (a LambdaRank margin, a regressed log slowdown) weigh
+alike; public TpuGraphs solutions found this beats averaging ranks. An ensemble is saved as a
+directory holding ``card.json`` (kind "ensemble") and one ranker directory per member under
+``members/``; `xlarank.rank.model.load_ranker` reads either kind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from xlarank.atomic import atomic_dir
+from xlarank.errors import MismatchError, XlarankError
+from xlarank.features.spec import FeatureSpec
+from xlarank.frame import FrameMeta
+from xlarank.rank.model import MODEL_FORMAT, Ranker, RankerSpec, load_ranker
+
+ENSEMBLE_KIND = "ensemble"
+
+
+def per_graph_minmax(score: np.ndarray, graph_ids: np.ndarray) -> np.ndarray:
+    """float64 (n_rows,): each graph's scores mapped onto [0, 1]; 0.5 where a graph's
+    scores are all equal. score (n_rows,), graph_ids (n_rows,) in any order."""
+    groups = pd.Series(score, dtype=np.float64).groupby(graph_ids, sort=False)
+    low, high = groups.transform("min").to_numpy(), groups.transform("max").to_numpy()
+    span = high - low
+    return np.where(span > 0, (score - low) / np.where(span > 0, span, 1.0), 0.5)
+
+
+def average_normalized(scores: list[np.ndarray], graph_ids: np.ndarray) -> np.ndarray:
+    """float64 (n_rows,): mean over members of `per_graph_minmax` scores."""
+    if not scores:
+        raise XlarankError("an ensemble needs at least one member")
+    return np.mean([per_graph_minmax(s, graph_ids) for s in scores], axis=0)
+
+
+@dataclass
+class Ensemble:
+    """Members of one collection and feature spec; `predict` like `Ranker.predict`."""
+
+    card: dict
+    members: list[Ranker]
+
+    @property
+    def feature_names(self) -> list[str]:
+        return self.members[0].feature_names
+
+    @property
+    def feature_spec(self) -> FeatureSpec:
+        return self.members[0].feature_spec
+
+    def check_frame(self, meta: FrameMeta, where: str = "frame") -> None:
+        self.members[0].check_frame(meta, where)
+
+    def predict(self, frame: pd.DataFrame) -> np.ndarray:
+        """float64 (n_rows,) in [0, 1], higher means faster; frame needs graph_id."""
+        graph_ids = frame["graph_id"].to_numpy()
+        return average_normalized([m.predict(frame) for m in self.members], graph_ids)
+
+    def save(self, directory: str | Path) -> Path:
+        """Write members and card; the directory is replaced whole, never half-updated."""
+        directory = Path(directory)
+        with atomic_dir(directory) as tmp:
+            for entry, member in zip(self.card["members"], self.members):
+                member.save(tmp / entry["dir"])
+            (tmp / "card.json").write_text(json.dumps(self.card, indent=2) + "\n")
+        return directory
+
+
+def ensemble_card(members: list[Ranker]) -> dict:
+    """The card of an ensemble of trained members (one collection, one feature spec)."""
+    first = members[0].card
+    for member in members[1:]:
+        if member.card["features"]["hash"] != first["features"]["hash"]:
+            raise MismatchError("ensemble members must share one feature spec; got "
+                                f"{first['features']['name']!r} and "
+                                f"{member.card['features']['name']!r}")
+        if member.card["collection"] != first["collection"]:
+            raise MismatchError("ensemble members must share one collection")
+    seconds = [m.card.get("train_seconds") for m in members]
+    return {
+        "format": MODEL_FORMAT,
+        "kind": ENSEMBLE_KIND,
+        "collection": first["collection"],
+        "normalization": "per-graph min-max, then mean over members",
+        "members": [{"dir": f"members/{i:02d}", "name": m.card["spec"]["name"],
+                     "library": m.card["library"], "objective": m.card["objective"],
+                     "seed": m.card["seed"]} for i, m in enumerate(members)],
+        "features": first["features"],
+        "training_data": first["training_data"],
+        "train_seconds": None if None in seconds else round(sum(seconds), 3),
+        "engine": first["engine"],
+        "versions": first["versions"],
+    }
+
+
+def train_ensemble(specs: list[RankerSpec], seeds: list[int] | None,
+                   train_one: Callable[[RankerSpec], Ranker]) -> Ensemble:
+    """One member per (spec, seed), in that order, each from ``train_one`` (e.g. a
+    `train_ranker` bound to a frame, or its Dask twin). ``seeds`` None keeps each spec's."""
+    members = [train_one(dataclasses.replace(spec, seed=seed)) for spec in specs
+               for seed in (seeds or [spec.seed])]
+    return Ensemble(card=ensemble_card(members), members=members)
+
+
+def load_ensemble(directory: Path, card: dict) -> Ensemble:
+    members = [load_ranker(directory / entry["dir"]) for entry in card["members"]]
+    if not members:
+        raise XlarankError(f"{directory}: ensemble card lists no members")
+    return Ensemble(card=card, members=members)

@@ -1,0 +1,150 @@
+"""Objectives, labels, ensembles, peers: ranking quality machinery."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import rankdata
+
+from xlarank.errors import MismatchError, SpecError
+from xlarank.evaluate import default_layout_scores, per_graph_metrics, summarize
+from xlarank.frame import read_frame
+from xlarank.rank.ensemble import Ensemble, average_normalized, per_graph_minmax
+from xlarank.rank.labels import log_slowdown, relevance_grades
+from xlarank.rank.model import (OBJECTIVES, load_ranker, load_ranker_spec, train_ranker,
+                                training_arrays)
+
+ROOT = Path(__file__).resolve().parents[1]
+OBJECTIVE_SPECS = sorted((ROOT / "models" / "objectives").glob("*.toml"))
+
+
+def small(spec, rounds=15):
+    """A spec cut down to test size."""
+    return dataclasses.replace(spec, num_rounds=rounds, max_configs_per_graph=40,
+                               params={**spec.params, "min_data_in_leaf": 5}
+                               if spec.library == "lightgbm" else spec.params)
+
+
+def test_log_slowdown_is_zero_for_each_graphs_fastest():
+    target = np.array([4.0, 2.0, 8.0, 10.0, 10.0])
+    np.testing.assert_allclose(log_slowdown(target, np.array([3, 2])),
+                               np.log([2.0, 1.0, 4.0, 1.0, 1.0]))
+
+
+@pytest.mark.parametrize("n_grades", [2, 31, 100])
+def test_grades_follow_runtime_order_and_ties(n_grades):
+    rng = np.random.default_rng(n_grades)
+    target = rng.integers(1, 50, 300).astype(float)
+    grades = relevance_grades(target, np.array([300]), n_grades)
+    assert grades.min() == 0 and grades.max() <= n_grades - 1
+    assert grades[np.argmin(target)] == grades.max()
+    # Faster never gets a lower grade, equal runtimes share a grade.
+    order = np.argsort(target, kind="stable")
+    assert (np.diff(grades[order]) <= 0).all()
+    for value in np.unique(target):
+        assert len(set(grades[target == value])) == 1
+
+
+def test_every_objective_spec_is_listed_and_loads():
+    names = {load_ranker_spec(p).objective for p in OBJECTIVE_SPECS}
+    assert names == {"lambdarank", "rank_xendcg", "regression", "rank:pairwise", "rank:ndcg"}
+    assert all(o in sum(OBJECTIVES.values(), ()) for o in names)
+
+
+def test_bad_grades_are_refused(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('features = "default"\ngrades = 1\n')
+    with pytest.raises(SpecError, match="grades"):
+        load_ranker_spec(path)
+
+
+@pytest.mark.parametrize("path", OBJECTIVE_SPECS, ids=lambda p: p.stem)
+def test_each_objective_learns_on_synthetic_layout(frames, path, tmp_path):
+    train, meta = read_frame(frames["default", "layout-xla-random", "train"])
+    spec = small(load_ranker_spec(path), rounds=30)
+    ranker = train_ranker(train, meta, spec)
+    ranker.save(tmp_path / "m")
+    again = load_ranker(tmp_path / "m")
+    scores = again.predict(train)
+    np.testing.assert_allclose(scores, ranker.predict(train))
+    # Fitting the training graphs themselves must order them far better than chance.
+    tau = summarize(per_graph_metrics(train, scores, False))["kendall_tau"]
+    assert tau > 0.3, (path.stem, tau)
+
+
+def test_pointwise_labels_are_negated_log_slowdown(frames):
+    train, meta = read_frame(frames["default", "tile-xla", "train"])
+    spec = load_ranker_spec(ROOT / "models" / "objectives" / "regression.toml")
+    _, labels, sizes = training_arrays(train, meta.feature_names, True, spec)
+    assert labels.dtype == np.float64 and (labels <= 0).all()
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    assert np.allclose(np.maximum.reduceat(labels, starts), 0.0)
+
+
+def test_many_grades_train_with_lightgbm(frames):
+    train, meta = read_frame(frames["default", "layout-nlp-default", "train"])
+    spec = dataclasses.replace(small(load_ranker_spec(ROOT / "models" / "objectives" /
+                                                      "lambdarank.toml")), grades=64)
+    _, labels, _ = training_arrays(train, meta.feature_names, False, spec)
+    assert labels.max() == 63
+    train_ranker(train, meta, spec)  # LightGBM needs a label_gain of 64 entries
+
+
+def test_per_graph_minmax_by_hand():
+    score = np.array([1.0, 3.0, 2.0, 5.0, 5.0, -1.0])
+    ids = np.array(["a", "a", "a", "b", "b", "c"])
+    np.testing.assert_allclose(per_graph_minmax(score, ids), [0, 1, 0.5, 0.5, 0.5, 0.5])
+    mixed = average_normalized([score, -score], ids)
+    np.testing.assert_allclose(mixed, 0.5)
+
+
+def test_ensemble_keeps_each_members_order_per_graph_and_round_trips(frames, tmp_path):
+    train, meta = read_frame(frames["default", "layout-xla-default", "train"])
+    valid, valid_meta = read_frame(frames["default", "layout-xla-default", "valid"])
+    from xlarank.rank.ensemble import train_ensemble
+
+    specs = [small(load_ranker_spec(p)) for p in OBJECTIVE_SPECS[:2]]
+    ensemble = train_ensemble(specs, [0, 1], lambda s: train_ranker(train, meta, s))
+    assert [(m["name"], m["seed"]) for m in ensemble.card["members"]] == [
+        (specs[0].name, 0), (specs[0].name, 1), (specs[1].name, 0), (specs[1].name, 1)]
+    scores = ensemble.predict(valid)
+    ids = valid["graph_id"].to_numpy()
+    # Reference: pandas min-max per graph of each member, then the mean.
+    expected = np.mean([valid.assign(s=m.predict(valid)).groupby("graph_id")["s"].transform(
+        lambda s: (s - s.min()) / (s.max() - s.min()) if s.max() > s.min() else 0.5)
+        for m in ensemble.members], axis=0)
+    np.testing.assert_allclose(scores, expected)
+    ensemble.save(tmp_path / "ens")
+    again = load_ranker(tmp_path / "ens")
+    assert isinstance(again, Ensemble) and len(again.members) == 4
+    again.check_frame(valid_meta)
+    np.testing.assert_allclose(again.predict(valid), scores)
+    # A single member's ensemble orders each graph exactly as the member does.
+    alone = Ensemble(card=ensemble.card, members=ensemble.members[:1])
+    for graph in np.unique(ids):
+        rows = ids == graph
+        np.testing.assert_array_equal(rankdata(alone.predict(valid)[rows]),
+                                      rankdata(ensemble.members[0].predict(valid)[rows]))
+
+
+def test_ensemble_refuses_mixed_feature_specs(frames):
+    from xlarank.rank.ensemble import ensemble_card
+
+    train, meta = read_frame(frames["default", "layout-xla-default", "train"])
+    base, base_meta = read_frame(frames["baseline", "layout-xla-default", "train"])
+    a = train_ranker(train, meta, small(load_ranker_spec(OBJECTIVE_SPECS[0])))
+    b = train_ranker(base, base_meta, dataclasses.replace(
+        small(load_ranker_spec(ROOT / "models" / "baseline.toml"))))
+    with pytest.raises(MismatchError, match="feature spec"):
+        ensemble_card([a, b])
+
+
+def test_default_layout_peer_prefers_configs_keeping_defaults():
+    frame = pd.DataFrame({"graph_id": ["g"] * 3, "c_default_out_frac": [0.2, 1.0, 0.5]})
+    assert list(np.argsort(-default_layout_scores(frame))) == [1, 2, 0]
+    with pytest.raises(MismatchError, match="c_default_out_frac"):
+        default_layout_scores(frame.drop(columns="c_default_out_frac"))
