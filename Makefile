@@ -25,7 +25,7 @@ FUZZ_EXAMPLES ?= 3000
 .DELETE_ON_ERROR:
 # Frames and models are products in their own right, not intermediates to delete.
 .SECONDARY:
-.PHONY: help install dev demo dask-demo test fuzz bench features models evaluate submission clean clean-all
+.PHONY: help install dev demo dask-demo test fuzz bench features models ensembles evaluate report tune submission clean clean-all
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -73,6 +73,19 @@ $(TRAINED)/xlarank/%/card.json: models/%.toml $(FRAMES)/default/%/train.parquet 
 $(TRAINED)/baseline/%/card.json: models/baseline.toml $(FRAMES)/baseline/%/train.parquet
 	$(XLARANK) train $(FRAMES)/baseline/$*/train.parquet --spec $< $(ENGINE_ARGS) --out $(@D)
 
+# models/trained/ensemble/<collection>: boosters x seeds, models/ensembles/<collection>.toml
+$(TRAINED)/ensemble/%/card.json: models/ensembles/%.toml $(FRAMES)/default/%/train.parquet $(FRAMES)/default/%/valid.parquet
+	$(XLARANK) train $(FRAMES)/default/$*/train.parquet --spec $< \
+	    --valid $(FRAMES)/default/$*/valid.parquet $(ENGINE_ARGS) --out $(@D)
+
+$(REPORTS)/ensemble/%.csv: $(TRAINED)/ensemble/%/card.json $(FRAMES)/default/%/valid.parquet
+	$(XLARANK) evaluate $(FRAMES)/default/$*/valid.parquet --model $(<D) --name ensemble --out $@
+
+# reports/html/<collection>/index.html: plots of the default ranker on valid, beside the peers
+$(REPORTS)/html/%/index.html: $(TRAINED)/xlarank/%/card.json $(FRAMES)/default/%/valid.parquet $(FRAMES)/default/%/train.parquet
+	$(XLARANK) report $(FRAMES)/default/$*/valid.parquet --model xlarank=$(<D) \
+	    --train $(FRAMES)/default/$*/train.parquet --seed $(SEED) --out $(@D)
+
 $(REPORTS)/xlarank/%.csv: $(TRAINED)/xlarank/%/card.json $(FRAMES)/default/%/valid.parquet
 	$(XLARANK) evaluate $(FRAMES)/default/$*/valid.parquet --model $(<D) --name xlarank --out $@
 
@@ -86,8 +99,21 @@ features: $(foreach c,$(COLLECTIONS),$(foreach s,train valid test,$(FRAMES)/defa
 
 models: $(foreach c,$(COLLECTIONS),$(TRAINED)/xlarank/$(c)/card.json) ## train the five collections' rankers
 
+ensembles: $(foreach c,$(COLLECTIONS),$(REPORTS)/ensemble/$(c).csv) ## train and evaluate the five ensembles (models/ensembles/*.toml)
+	$(XLARANK) compare $(REPORTS) --out $(REPORTS)/summary.csv
+
 evaluate: $(foreach r,xlarank baseline random,$(foreach c,$(COLLECTIONS),$(REPORTS)/$(r)/$(c).csv)) ## valid metrics: ranker vs config-only baseline vs random
 	$(XLARANK) compare $(REPORTS) --out $(REPORTS)/summary.csv
+
+report: $(foreach c,$(COLLECTIONS),$(REPORTS)/html/$(c)/index.html) ## HTML + PNG report per collection -> reports/html/<collection>/index.html
+
+# Bounded random search for one collection's booster spec; writes models/tuned/<COLL>.toml
+# (copy it over models/<COLL>.toml to adopt it). Tune on other data than you report on.
+COLL ?= tile-xla
+TRIALS ?= 20
+tune: $(FRAMES)/default/$(COLL)/train.parquet $(FRAMES)/default/$(COLL)/valid.parquet ## search COLL's spec: TRIALS trials -> models/tuned/COLL.toml
+	$(XLARANK) tune $^ --spec models/$(COLL).toml --trials $(TRIALS) --seed $(SEED) \
+	    --out models/tuned/$(COLL).toml --log models/tuned/$(COLL).trials.csv
 
 $(REPORTS)/submission.csv: $(foreach c,$(COLLECTIONS),$(TRAINED)/xlarank/$(c)/card.json)
 	$(XLARANK) submit $(DATA) --models $(TRAINED)/xlarank --out $@
@@ -101,20 +127,24 @@ REAL_NLP_SAMPLE := ../shared/tpugraphs/npz/layout/nlp/default/test/3a0c5517a87df
 $(BENCH_GRAPH): | $(VENV)/.installed
 	$(BIN)/python bench/featurize.py --make-graph $@
 
-bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, feature ablation, engines -> bench/results/*.json
+QUALITY_SEEDS ?= 3
+bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, ablation, engines, ranking quality -> bench/results/*.json
 	$(BIN)/python bench/featurize.py $(BENCH_GRAPH) $(REAL_NLP_SAMPLE) --out bench/results/featurize.json
 	$(BIN)/python bench/ablation.py $(DEMO_DATA) --out bench/results/ablation.json
 	$(BIN)/python bench/engines.py $(DEMO_DATA) --out bench/results/engines.json
+	$(BIN)/python bench/quality.py $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/quality.json
 
 # ---------------------------------------------------------------- demo
-$(DEMO_DATA)/synth.json: | $(VENV)/.installed
+# Made again when the generator changes, so demo data always follows its cost model.
+$(DEMO_DATA)/synth.json: src/xlarank/data/synth.py | $(VENV)/.installed
 	rm -rf $(DEMO_DATA)
 	$(XLARANK) synth $(DEMO_DATA) --preset demo --seed $(SEED)
 
 demo: $(DEMO_DATA)/synth.json ## set up, then the whole pipeline on generated demo data
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory -j2 evaluate submission DATA=$(DEMO_DATA) && \
-	echo "demo finished in $$(( $$(date +%s) - start ))s (synthetic data from 'xlarank synth', not TpuGraphs)"
+	$(MAKE) --no-print-directory -j2 evaluate report submission DATA=$(DEMO_DATA) && \
+	echo "demo finished in $$(( $$(date +%s) - start ))s (synthetic data from 'xlarank synth', not TpuGraphs);" \
+	    "plots: $(REPORTS)/html/<collection>/index.html"
 
 # A scheduler and two single-threaded workers on loopback, as a user's cluster would be;
 # xlarank connects to it with --scheduler. Outputs go beside the local demo's.

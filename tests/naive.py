@@ -69,7 +69,8 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
     return out
 
 
-def tile_config_joined(config_feat, out_dims, element_bytes, n_operands):
+def tile_config_joined(config_feat, out_dims, element_bytes, n_operands, input_bytes=0.0,
+                       contracts=False, n_nodes=1):
     live = np.flatnonzero(out_dims > 0)
     rank = len(live)
     size = out_dims[live].astype(np.float64)
@@ -79,6 +80,8 @@ def tile_config_joined(config_feat, out_dims, element_bytes, n_operands):
     elems = tile.prod(axis=1)
     minor = tile[:, -1] if rank >= 1 else np.ones(len(tile))
     second = tile[:, -2] if rank >= 2 else np.ones(len(tile))
+    # Inputs are read once per row or column of output tiles when the kernel contracts.
+    rereads = n[:, -2:].mean(axis=1) if contracts and rank else np.ones(len(tile))
     return np.stack([
         (n * tile).prod(axis=1) / size.prod(),
         np.log(n.prod(axis=1)),
@@ -91,6 +94,8 @@ def tile_config_joined(config_feat, out_dims, element_bytes, n_operands):
         np.log(n.prod(axis=1) * elems * element_bytes * [_pad(m, 128) for m in minor]
                * [_pad(s, 8) for s in second]) if element_bytes > 0
         else np.log(n.prod(axis=1) * [_pad(m, 128) * _pad(s, 8) for m, s in zip(minor, second)]),
+        np.log1p(input_bytes * rereads),
+        np.log(n.prod(axis=1)) + np.log(max(n_nodes, 1)),
     ], axis=1)
 
 

@@ -81,18 +81,22 @@ def test_tile_kernel_random(seed):
         out_dims[rng.integers(6)] = 0  # a zero dim inside the shape
     configs = np.zeros((int(rng.integers(1, 40)), 24), dtype=np.float32)
     configs[:, 8:8 + rank] = rng.integers(0, 300, (len(configs), rank))
-    np.testing.assert_allclose(tile_config_joined(configs, out_dims, 2.0, 3),
-                               naive.tile_config_joined(configs, out_dims, 2.0, 3), rtol=1e-5)
+    contracts = bool(seed % 2)
+    np.testing.assert_allclose(tile_config_joined(configs, out_dims, 2.0, 3, 5e5, contracts, 7),
+                               naive.tile_config_joined(configs, out_dims, 2.0, 3, 5e5,
+                                                        contracts, 7), rtol=1e-5)
 
 
 def test_tile_kernel_hand_worked():
     # Output 100 x 300 (f32) tiled 64 x 128: 2 x 3 tiles, 128 x 384 padded elements.
     configs = np.zeros((1, 24), dtype=np.float32)
     configs[0, 8:10] = [64, 128]
-    out = tile_config_joined(configs, np.array([100, 300, 0, 0, 0, 0]), 4.0, 3)[0]
+    # A dot kernel of 5 nodes reading 1000 input bytes: inputs read (2 + 3) / 2 times.
+    out = tile_config_joined(configs, np.array([100, 300, 0, 0, 0, 0]), 4.0, 3, 1000.0,
+                             True, 5)[0]
     np.testing.assert_allclose(out, [128 * 384 / 30000, np.log(6), np.log(64 * 128 * 4),
                                      1.0, 1.0, 64 * 128 / 30000, np.log(64 * 128 * 4 * 3),
-                                     np.log(6 * 64 * 128 * 4)],
+                                     np.log(6 * 64 * 128 * 4), np.log1p(2500.0), np.log(30)],
                                rtol=1e-6)
 
 
@@ -133,9 +137,11 @@ def test_kernels_match_reference_on_real_samples(samples):
         if isinstance(graph, TileGraph):
             dims, _, nbytes = node_shapes(graph.node_feat)
             root = int(np.flatnonzero(graph.node_feat[:, 0])[-1])
+            inputs = graph.node_opcode == 63  # parameter
+            args = (4.0, 2, float(nbytes[inputs].sum()), True, graph.n_nodes)
             np.testing.assert_allclose(
-                tile_config_joined(graph.config_feat, dims[root], 4.0, 2),
-                naive.tile_config_joined(graph.config_feat, dims[root], 4.0, 2), rtol=1e-5)
+                tile_config_joined(graph.config_feat, dims[root], *args),
+                naive.tile_config_joined(graph.config_feat, dims[root], *args), rtol=1e-5)
         else:
             inputs = layout_inputs(graph)
             # The reference is plain Python per config: check a slice of the big graphs.

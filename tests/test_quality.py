@@ -148,3 +148,105 @@ def test_default_layout_peer_prefers_configs_keeping_defaults():
     assert list(np.argsort(-default_layout_scores(frame))) == [1, 2, 0]
     with pytest.raises(MismatchError, match="c_default_out_frac"):
         default_layout_scores(frame.drop(columns="c_default_out_frac"))
+
+
+def test_toml_text_round_trips_a_spec(tmp_path):
+    from xlarank.files import toml_text
+
+    spec = load_ranker_spec(OBJECTIVE_SPECS[0])
+    path = tmp_path / "again.toml"
+    path.write_text(toml_text(dataclasses.asdict(spec), "a header\nsecond line"))
+    assert load_ranker_spec(path) == spec
+    assert path.read_text().startswith("# a header\n# second line\n")
+
+
+def test_tune_starts_from_the_spec_and_keeps_the_best(frames, tmp_path):
+    from xlarank.rank.tune import tune_spec
+
+    train, meta = read_frame(frames["default", "layout-xla-random", "train"])
+    valid, _ = read_frame(frames["default", "layout-xla-random", "valid"])
+    start = small(load_ranker_spec(OBJECTIVE_SPECS[0]), rounds=10)
+    best, table = tune_spec(train, meta, valid, start, trials=4, seed=1)
+    assert list(table["trial"]) == [0, 1, 2, 3]
+    scores = []
+    for trial in (start, best):
+        ranker = train_ranker(train, meta, trial)
+        scores.append(summarize(per_graph_metrics(valid, ranker.predict(valid), False))
+                      ["kendall_tau"])
+    assert scores[0] == pytest.approx(table["kendall_tau"].iloc[0])
+    assert scores[1] == pytest.approx(table["kendall_tau"].max())
+    # The draws are seeded: the same search gives the same trials.
+    again = tune_spec(train, meta, valid, start, trials=4, seed=1)[1]
+    pd.testing.assert_frame_equal(again.drop(columns="train_seconds"),
+                                  table.drop(columns="train_seconds"))
+
+
+def test_tune_cli_writes_a_loadable_spec(frames, tmp_path):
+    from typer.testing import CliRunner
+
+    from xlarank.cli import app
+
+    start = tmp_path / "start.toml"
+    from xlarank.files import toml_text
+
+    start.write_text(toml_text(dataclasses.asdict(small(load_ranker_spec(OBJECTIVE_SPECS[0]),
+                                                        rounds=8))))
+    out = tmp_path / "chosen.toml"
+    result = CliRunner().invoke(app, [
+        "tune", str(frames["default", "tile-xla", "train"]),
+        str(frames["default", "tile-xla", "valid"]), "--spec", str(start), "--out", str(out),
+        "--trials", "3", "--log", str(tmp_path / "trials.csv")])
+    assert result.exit_code == 0, result.output
+    chosen = load_ranker_spec(out)
+    assert chosen.features == "default" and "3 trials (budget 3" in out.read_text()
+    assert len(pd.read_csv(tmp_path / "trials.csv")) == 3
+
+
+def test_every_ensemble_spec_loads_with_known_members():
+    from xlarank.rank.ensemble import load_training_plan
+
+    paths = sorted((ROOT / "models" / "ensembles").glob("*.toml"))
+    assert {p.stem for p in paths} == {c.slug for c in __import__(
+        "xlarank.data.collections", fromlist=["COLLECTIONS"]).COLLECTIONS}
+    for path in paths:
+        specs, seeds = load_training_plan(path)
+        assert specs and all(s.features == "default" for s in specs)
+        assert seeds is None or len(seeds) == len(set(seeds))
+    assert load_training_plan(OBJECTIVE_SPECS[0]) == ([load_ranker_spec(OBJECTIVE_SPECS[0])],
+                                                      None)
+
+
+@pytest.mark.parametrize("text, fault", [
+    ('kind = "ensemble"\nmembers = []\n', "members"),
+    ('kind = "ensemble"\nmembers = ["a.toml"]\nseeds = [1, 1]\n', "distinct"),
+    ('kind = "ensemble"\nmembers = ["a.toml"]\nweights = [1]\n', "unknown keys"),
+])
+def test_bad_ensemble_specs(tmp_path, text, fault):
+    from xlarank.rank.ensemble import load_training_plan
+
+    path = tmp_path / "e.toml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=fault):
+        load_training_plan(path)
+
+
+def test_train_cli_with_an_ensemble_spec(frames, tmp_path):
+    from typer.testing import CliRunner
+
+    from xlarank.cli import app
+    from xlarank.files import toml_text
+
+    member = tmp_path / "member.toml"
+    member.write_text(toml_text(dataclasses.asdict(small(load_ranker_spec(OBJECTIVE_SPECS[0]),
+                                                         rounds=5))))
+    plan = tmp_path / "ens.toml"
+    plan.write_text('kind = "ensemble"\nmembers = ["member.toml"]\nseeds = [4, 5]\n')
+    result = CliRunner().invoke(app, [
+        "train", str(frames["default", "layout-nlp-random", "train"]), "--spec", str(plan),
+        "--out", str(tmp_path / "m"), "--valid", str(frames["default", "layout-nlp-random",
+                                                              "valid"])])
+    assert result.exit_code == 0, result.output
+    model = load_ranker(tmp_path / "m")
+    assert isinstance(model, Ensemble)
+    assert [m["seed"] for m in model.card["members"]] == [4, 5]
+    assert "kendall_tau" in model.card["validation"]

@@ -96,3 +96,25 @@ def test_dims_stay_in_range_on_long_programs():
     for seed in range(3):
         program = generate_program(np.random.default_rng(seed), 5000)
         assert program.dims.max() < 2**31
+
+
+def test_tile_cost_depends_on_the_kernel_not_the_tile_alone():
+    from xlarank.data.synth import TileKernel, tile_runtime
+
+    configs = np.zeros((3, 24), dtype=np.float32)
+    configs[:, 8:10] = [[256, 256], [64, 512], [512, 512]]  # 2x2, 8x1, 1x1 tiles
+    base = dict(out_dims=np.array([512, 512, 0, 0, 0, 0]), element_bytes=4, n_operands=3,
+                intensity=1.0, input_bytes=4e6, n_nodes=5)
+
+    def runtime(**changes):
+        return tile_runtime(TileKernel(**{**base, **changes}), configs,
+                            np.random.default_rng(0)).astype(float)
+
+    plain, contracting = runtime(contracts=False), runtime(contracts=True)
+    # Same noise draws: a contraction pays for re-reading its inputs, more with more tiles
+    # along the minor dims, nothing with a single tile.
+    extra = contracting - plain
+    assert extra[2] == pytest.approx(0, abs=2) and extra[1] > extra[0] > 1000
+    # More fused nodes cost more per tile: the many-tile config loses more.
+    slower = runtime(contracts=False, n_nodes=50) - plain
+    assert slower[1] > slower[0] > slower[2] > 0

@@ -180,8 +180,8 @@ def featurize(
 @app.command()
 def train(
     frame: Annotated[Path, typer.Argument(help="Training frame (parquet from featurize).")],
-    spec: Annotated[list[Path], typer.Option(help="Booster spec TOML (models/*.toml); "
-                                             "repeat for an ensemble.")],
+    spec: Annotated[list[Path], typer.Option(help="Booster or ensemble spec TOML "
+                                             "(models/*.toml); repeat for an ensemble.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Model directory to write.")],
     seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds, e.g. 0,1,2: one "
                                               "member per spec and seed (an ensemble).")] = None,
@@ -195,17 +195,23 @@ def train(
 ) -> None:
     """Train a ranker on one collection's frame and save it with its card.
 
-    More than one --spec, or --seeds, trains an ensemble: one booster per spec and seed,
+    More than one --spec, an ensemble spec (kind = "ensemble") or --seeds trains an
+    ensemble: one booster per spec and seed,
     scores min-max normalized per graph and averaged.
     """
     from xlarank.evaluate import per_graph_metrics, summarize
     from xlarank.frame import read_frame, read_meta
-    from xlarank.rank.ensemble import train_ensemble
-    from xlarank.rank.model import load_ranker_spec, train_ranker
+    from xlarank.rank.ensemble import load_training_plan, train_ensemble
+    from xlarank.rank.model import train_ranker
 
     with _user_errors():
-        specs = [load_ranker_spec(s) for s in spec]
-        seed_list = _parse_seeds(seeds) if seeds else None
+        plans = [load_training_plan(s) for s in spec]
+        specs = [member for members, _ in plans for member in members]
+        plan_seeds = {tuple(seed_list) for _, seed_list in plans if seed_list}
+        if len(plan_seeds) > 1 and not seeds:
+            raise XlarankError("the ensemble specs ask for different seeds; give --seeds")
+        seed_list = (_parse_seeds(seeds) if seeds
+                     else list(plan_seeds.pop()) if plan_seeds else None)
         meta = read_meta(frame)
         what = (f"{specs[0].library} {specs[0].objective}" if len(specs) == 1 and not seed_list
                 else f"an ensemble of {len(specs) * len(seed_list or [0])}")
@@ -333,6 +339,102 @@ def compare(
         grid.add_row(coll, "1 - slowdown@5" if metric == "score" else "Kendall tau",
                      *[f"{v:.4f}" for v in row])
     console.print(grid)
+
+
+@app.command()
+def tune(
+    train_frame: Annotated[Path, typer.Argument(help="Training frame.")],
+    valid_frame: Annotated[Path, typer.Argument(help="Validation frame the trials are "
+                                                "scored on.")],
+    spec: Annotated[Path, typer.Option(help="Starting booster spec (trial 0).")],
+    out: Annotated[Path, typer.Option(help="Where to write the chosen spec TOML.")],
+    trials: Annotated[int, typer.Option(min=1, help="Search budget: trials in all.")] = 20,
+    max_minutes: Annotated[float | None, typer.Option(help="Stop after this long (the "
+                                                      "running trial finishes).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the parameter draws.")] = 0,
+    log: Annotated[Path | None, typer.Option(help="CSV of every trial.")] = None,
+) -> None:
+    """Random search over a booster spec's parameters (bounded by --trials / --max-minutes);
+    writes the best spec on the validation frame."""
+    import dataclasses
+    import datetime
+
+    import pandas as pd
+
+    from xlarank.atomic import atomic_path, write_text_atomic
+    from xlarank.evaluate import headline_metric
+    from xlarank.files import toml_text
+    from xlarank.frame import read_frame
+    from xlarank.rank.model import check_trainable, load_ranker_spec
+    from xlarank.rank.tune import tune_spec
+
+    with _user_errors():
+        start_spec = load_ranker_spec(spec)
+        train_table, meta = read_frame(train_frame)
+        valid_table, valid_meta = read_frame(valid_frame)
+        check_trainable(meta, start_spec)
+        if valid_meta.spec_hash != meta.spec_hash or valid_meta.collection != meta.collection:
+            raise XlarankError(f"{valid_frame}: not the training frame's collection and "
+                               "feature spec")
+        metric = headline_metric(get_collection(meta.collection).is_tile)
+        with _progress("tune", trials) as tick:
+            best, table = tune_spec(train_table, meta, valid_table, start_spec, trials, seed,
+                                    None if max_minutes is None else 60 * max_minutes,
+                                    on_trial=lambda number, value: tick(Path(str(number))))
+        header = (f"{best.name} for {meta.collection}, chosen by xlarank tune on "
+                  f"{datetime.date.today()}:\n"
+                  f"{len(table)} trials (budget {trials}"
+                  f"{f', {max_minutes} min' if max_minutes else ''}, seed {seed}), "
+                  f"trained on {train_frame}, scored on {valid_frame}.\n"
+                  f"{metric}: best {table[metric].max():.4f}, starting spec "
+                  f"{table[metric].iloc[0]:.4f} (optimistic: chosen on that frame).")
+        write_text_atomic(out, toml_text(dataclasses.asdict(best), header))
+        if log is not None:
+            with atomic_path(log) as tmp:
+                table.to_csv(tmp, index=False)
+    grid = Table(title=f"best trials of {len(table)} ({metric} on {valid_frame})")
+    for column in ("trial", metric, "seconds", "changes from the starting spec"):
+        grid.add_column(column, justify="left" if column.startswith("changes") else "right")
+    drawn = [c for c in table.columns if c not in ("trial", metric, "train_seconds")]
+    for _, row in table.sort_values(metric, ascending=False).head(5).iterrows():
+        changes = " ".join(f"{k}={row[k]:g}" if isinstance(row[k], float) else f"{k}={row[k]}"
+                           for k in drawn if not pd.isna(row[k]))
+        grid.add_row(str(row["trial"]), f"{row[metric]:.4f}", f"{row['train_seconds']:.1f}",
+                     changes or "(none)")
+    console.print(grid)
+    console.print(f"chosen spec -> {out}")
+
+
+@app.command()
+def report(
+    frame: Annotated[Path, typer.Argument(help="Labelled frame to report on (e.g. valid).")],
+    model: Annotated[list[str], typer.Option(help="Model directory, or NAME=DIR; repeat to "
+                                             "compare (the first is the main one).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Report folder to write.")],
+    train_frame: Annotated[Path | None, typer.Option("--train", help="Training frame, "
+                                                     "for its learning curve.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the random-order peer.")] = 0,
+) -> None:
+    """HTML page with PNG plots and a metrics CSV: per-graph metric, rank scatter, feature
+    importance, learning curve, next to the peers."""
+    from xlarank.frame import read_frame
+    from xlarank.rank.model import load_ranker
+    from xlarank.report import ReportInputs, write_report
+
+    with _user_errors():
+        table, meta = read_frame(frame)
+        models = {}
+        for entry in model:
+            name, _, path = entry.rpartition("=")
+            directory = Path(path)
+            ranker = load_ranker(directory)
+            ranker.check_frame(meta, str(frame))
+            models[name or directory.name] = ranker
+        train_table = read_frame(train_frame)[0] if train_frame is not None else None
+        with err_console.status(f"writing the report on {frame}"):
+            write_report(ReportInputs(models, table, meta, str(frame), train_table, seed),
+                         out_dir)
+    console.print(f"report on {meta.collection} {meta.split} -> {out_dir / 'index.html'}")
 
 
 @app.command()

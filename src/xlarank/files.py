@@ -23,3 +23,28 @@ def read_structured(path: str | Path, what: str, error: type[XlarankError] = Xla
         raise error(f"{path}: {what} is not valid {'TOML' if toml else 'JSON'} ({exc})") from None
     except OSError as exc:
         raise error(f"{path}: {what} cannot be read ({exc.strerror})") from None
+
+
+def toml_text(table: dict, header: str = "") -> str:
+    """A flat TOML document: scalar keys, then one level of sub-tables (such as a booster
+    spec's [params]). ``header`` lines become comments at the top."""
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
+    tables = {k: v for k, v in table.items() if isinstance(v, dict)}
+    lines += [f"{k} = {_toml_value(v)}" for k, v in scalars.items()]
+    for name, sub in tables.items():
+        lines += ["", f"[{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in sub.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        # repr keeps every digit; TOML floats need a point or exponent, ints must not have one.
+        return repr(float(value)) if isinstance(value, float) else str(int(value))
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} as TOML")

@@ -32,11 +32,18 @@ Layout cost model (``layout_runtime``)
 Tile cost model (``tile_runtime``)
     A kernel's config tiles its output shape (output bounds, columns 8-15 of config_feat).
     runtime = padded_work * lane_pad * sublane_pad * NS_PER_BYTE
-              + n_tiles * TILE_OVERHEAD_NS
-              + a spill term when the tile's bytes (times the kernel's operand count)
-                exceed the on-chip memory VMEM_BYTES,
+              + input_bytes * rereads * READ_NS_PER_BYTE
+              + n_tiles * (TILE_OVERHEAD_NS + TILE_NODE_OVERHEAD_NS * kernel nodes)
+              + tile bytes * operands * FILL_NS_PER_BYTE   (the pipeline's first load,
+                which nothing overlaps)
+              + a spill term when two tiles per operand (double buffering; operands are
+                the kernel's inputs and output) exceed the on-chip memory VMEM_BYTES,
     where padded_work counts the bytes of whole tiles (tiles that do not divide the shape
-    waste the remainder) and lane/sublane pads apply the 128/8 rule to the tile itself.
+    waste the remainder), lane/sublane pads apply the 128/8 rule to the tile itself, and
+    rereads is 1 for elementwise kernels but, for kernels with a convolution or dot, the
+    mean tile count along the two minor-most output dims (a contraction reads its inputs
+    once per row or column of output tiles). The re-read and per-node overhead terms make
+    the best tile depend on the kernel, not on the tile alone, as on real hardware.
     The normalizer is the default config's runtime, measured separately.
 
 Duplicates
@@ -89,6 +96,9 @@ MAX_CONFIG_TENSOR_BYTES = 2_600_000_000
 NS_PER_BYTE = 0.02
 COPY_NS_PER_BYTE = 0.1
 TILE_OVERHEAD_NS = 350.0
+TILE_NODE_OVERHEAD_NS = 30.0
+READ_NS_PER_BYTE = 0.01
+FILL_NS_PER_BYTE = 0.05
 VMEM_BYTES = 16 << 20
 LAYOUT_NOISE = 0.005
 TILE_NOISE = 0.02
@@ -449,22 +459,55 @@ def generate_tile_configs(rng: np.random.Generator, out_dims: np.ndarray,
     return configs
 
 
-def tile_runtime(out_dims: np.ndarray, element_bytes: int, n_operands: int, intensity: float,
-                 configs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+@dataclass(frozen=True)
+class TileKernel:
+    """What the tile cost model needs of a kernel: its output shape (int64 (6,), zero past
+    the rank), output bytes per element, operands holding a tile on chip (inputs + output),
+    arithmetic intensity, total bytes of its inputs, whether it contracts (convolution or
+    dot) and its node count."""
+
+    out_dims: np.ndarray
+    element_bytes: int
+    n_operands: int
+    intensity: float
+    input_bytes: float
+    contracts: bool
+    n_nodes: int
+
+
+def tile_runtime(kernel: TileKernel, configs: np.ndarray,
+                 rng: np.random.Generator) -> np.ndarray:
     """int64 (c,): measured runtime in ns of each tile config (float32 (c, 24))."""
+    out_dims = kernel.out_dims
     rank = int((out_dims > 0).sum())
     dims = out_dims[:rank].astype(np.float64)[None, :]
     tile = np.maximum(configs[:, 8:8 + rank].astype(np.float64), 1.0)
-    n_tiles = np.ceil(dims / tile).prod(axis=1)
+    per_dim = np.ceil(dims / tile)
+    n_tiles = per_dim.prod(axis=1)
     tile_elems = tile.prod(axis=1)
     lane = np.ceil(tile[:, -1] / 128) * 128 / tile[:, -1] if rank else 1.0
     sublane = np.ceil(tile[:, -2] / 8) * 8 / tile[:, -2] if rank >= 2 else 1.0
-    work = n_tiles * tile_elems * element_bytes * lane * sublane * intensity
-    tile_bytes = tile_elems * element_bytes * n_operands
+    work = n_tiles * tile_elems * kernel.element_bytes * lane * sublane * kernel.intensity
+    # Double-buffered: each operand holds two tiles on chip, one computed, one loading.
+    tile_bytes = 2.0 * tile_elems * kernel.element_bytes * kernel.n_operands
     spill = np.where(tile_bytes > VMEM_BYTES, 2.0 * work * NS_PER_BYTE, 0.0)
-    runtime = work * NS_PER_BYTE + n_tiles * TILE_OVERHEAD_NS + spill + 500.0
+    # A contraction reads each input once per row or column of output tiles.
+    rereads = (reread_factor(per_dim) if kernel.contracts else np.ones(len(configs)))
+    reads = kernel.input_bytes * rereads * READ_NS_PER_BYTE
+    overhead = n_tiles * (TILE_OVERHEAD_NS + TILE_NODE_OVERHEAD_NS * kernel.n_nodes)
+    # The pipeline's first tile loads with nothing to overlap it: a fill cost per config.
+    fill = tile_elems * kernel.element_bytes * kernel.n_operands * FILL_NS_PER_BYTE
+    runtime = work * NS_PER_BYTE + reads + overhead + fill + spill + 500.0
     noise = rng.lognormal(0.0, TILE_NOISE, size=len(configs))
     return np.maximum(1, np.round(runtime * noise)).astype(np.int64)
+
+
+def reread_factor(tiles_per_dim: np.ndarray) -> np.ndarray:
+    """float64 (c,): times a contraction's inputs are read, for tile counts per output dim
+    (c, rank): the mean of the tile counts along the two minor-most dims."""
+    if tiles_per_dim.shape[1] == 0:
+        return np.ones(len(tiles_per_dim))
+    return tiles_per_dim[:, -2:].mean(axis=1)
 
 
 # ---------------------------------------------------------------- files
@@ -485,12 +528,16 @@ def make_tile_file(path: Path, seed: int, split: str, index: int, size: SynthSiz
     out_dims = program.dims[out]
     n_configs = draw_size(rng, size.tile_configs)
     configs = generate_tile_configs(rng, out_dims, n_configs)
-    n_operands = int((program.opcode == PARAMETER).sum()) + 1
-    intensity = 1.0 + float(np.isin(program.opcode, (CONVOLUTION, DOT)).sum()) * 4.0
-    runtime = tile_runtime(out_dims, int(program.element_bytes[out]), n_operands, intensity,
-                           configs, rng)
-    normalizer = tile_runtime(out_dims, int(program.element_bytes[out]), n_operands, intensity,
-                              configs[:1], rng)[0]
+    inputs = program.opcode == PARAMETER
+    kernel = TileKernel(
+        out_dims=out_dims, element_bytes=int(program.element_bytes[out]),
+        n_operands=int(inputs.sum()) + 1,
+        intensity=1.0 + float(np.isin(program.opcode, (CONVOLUTION, DOT)).sum()) * 4.0,
+        input_bytes=float(program.bytes[inputs].sum()),
+        contracts=bool(np.isin(program.opcode, (CONVOLUTION, DOT)).any()),
+        n_nodes=len(program.opcode))
+    runtime = tile_runtime(kernel, configs, rng)
+    normalizer = tile_runtime(kernel, configs[:1], rng)[0]
     if split == "test":
         runtime = np.zeros_like(runtime)
         normalizer = 1

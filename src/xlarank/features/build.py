@@ -250,9 +250,11 @@ def tile_config_features(graph: TileGraph, spec: FeatureSpec) -> tuple[np.ndarra
             roots = np.flatnonzero(graph.node_feat[:, 0] > 0)
             out = int(roots[-1]) if len(roots) else graph.n_nodes - 1
             element_bytes = nbytes[out] / max(1.0, float(np.prod(dims[out][dims[out] > 0])))
-            inputs = int(np.count_nonzero(graph.node_opcode == PARAMETER_OPCODE))
-            blocks.append(tile_config_joined(configs, dims[out].copy(), element_bytes,
-                                             inputs + 1))
+            inputs = graph.node_opcode == PARAMETER_OPCODE
+            blocks.append(tile_config_joined(
+                configs, dims[out].copy(), element_bytes, int(inputs.sum()) + 1,
+                float(nbytes[inputs].sum()), bool(np.isin(graph.node_opcode, CONV_DOT_OPS).any()),
+                graph.n_nodes))
     table = (np.hstack(blocks).astype(np.float32, copy=False) if blocks
              else np.zeros((len(configs), 0), dtype=np.float32))
     return table, renumber[distinct_of.reshape(-1)]

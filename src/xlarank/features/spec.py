@@ -12,7 +12,7 @@ from xlarank.files import read_structured
 
 # Bump when a family's columns or their meaning change: frames and models of another
 # schema are then refused instead of being mixed.
-FEATURE_SCHEMA_VERSION = 3
+FEATURE_SCHEMA_VERSION = 4
 
 FAMILIES = {
     "graph": "graph size, opcode histogram and node-feature aggregates (one value per graph)",

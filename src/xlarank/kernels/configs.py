@@ -146,21 +146,27 @@ TILE_JOINED_NAMES = (
     "tile_frac",        # tile elements / output elements
     "log_tile_footprint",  # log of on-chip bytes of one tile of every operand and the output
     "log_effective_work",  # log of bytes processed: tiles x tile bytes x (8, 128) padding
+    "log_input_reads",  # log1p of input bytes read: x mean tile count of the two minor-most
+                        # dims when the kernel contracts (conv, dot), once otherwise
+    "log_tile_node_work",  # log of tiles x kernel nodes: per-tile work of the fused ops
 )
 
 
 @njit(cache=True)
-def tile_config_joined(config_feat, out_dims, element_bytes, n_operands):
-    """float32 (n_configs, 8): tile sizes against the kernel's output shape.
+def tile_config_joined(config_feat, out_dims, element_bytes, n_operands, input_bytes,
+                       contracts, n_nodes):
+    """float32 (n_configs, 10): tile sizes against the kernel's output shape.
 
     config_feat: float32 (n_configs, 24), output bounds in columns 8-13, one per output
     dim; out_dims: int64 (6,) the output shape, zero past the rank (a zero or negative dim
     anywhere is left out); element_bytes: output bytes per element; n_operands: the
-    kernel's inputs plus its output, each holding a tile on chip. Columns are named by
-    TILE_JOINED_NAMES; minor and second-minor are the last two dims left in.
+    kernel's inputs plus its output, each holding a tile on chip; input_bytes: bytes of
+    the kernel's inputs; contracts: whether it has a convolution or dot; n_nodes: its
+    node count. Columns are named by TILE_JOINED_NAMES; minor and second-minor are the
+    last two dims left in.
     """
     c = config_feat.shape[0]
-    out = np.zeros((c, 8), dtype=np.float32)
+    out = np.zeros((c, 10), dtype=np.float32)
     for i in range(c):
         padded = 1.0
         real = 1.0
@@ -168,6 +174,8 @@ def tile_config_joined(config_feat, out_dims, element_bytes, n_operands):
         elems = 1.0
         minor = 1.0
         second = 1.0
+        minor_tiles = 0.0
+        second_tiles = 0.0
         for d in range(6):
             if out_dims[d] <= 0:
                 continue
@@ -182,6 +190,8 @@ def tile_config_joined(config_feat, out_dims, element_bytes, n_operands):
             elems *= t
             second = minor
             minor = t
+            second_tiles = minor_tiles
+            minor_tiles = n
         out[i, 0] = padded / real
         out[i, 1] = np.log(tiles)
         out[i, 2] = np.log(elems * element_bytes) if element_bytes > 0 else 0.0
@@ -191,6 +201,11 @@ def tile_config_joined(config_feat, out_dims, element_bytes, n_operands):
         out[i, 6] = out[i, 2] + np.log(max(n_operands, 1))
         # Padding multiplies with tile count and size; one column saves the trees the product.
         out[i, 7] = out[i, 1] + out[i, 2] + np.log(out[i, 3]) + np.log(out[i, 4])
+        rereads = 1.0
+        if contracts and minor_tiles > 0.0:
+            rereads = (minor_tiles + second_tiles) / 2.0 if second_tiles > 0.0 else minor_tiles
+        out[i, 8] = np.log1p(input_bytes * rereads)
+        out[i, 9] = out[i, 1] + np.log(max(n_nodes, 1))
     return out
 
 

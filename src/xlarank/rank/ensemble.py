@@ -19,10 +19,11 @@ import numpy as np
 import pandas as pd
 
 from xlarank.atomic import atomic_dir
-from xlarank.errors import MismatchError, XlarankError
+from xlarank.errors import MismatchError, SpecError, XlarankError
 from xlarank.features.spec import FeatureSpec
 from xlarank.frame import FrameMeta
-from xlarank.rank.model import MODEL_FORMAT, Ranker, RankerSpec, load_ranker
+from xlarank.files import read_structured
+from xlarank.rank.model import MODEL_FORMAT, Ranker, RankerSpec, load_ranker, load_ranker_spec
 
 ENSEMBLE_KIND = "ensemble"
 
@@ -65,6 +66,11 @@ class Ensemble:
         """float64 (n_rows,) in [0, 1], higher means faster; frame needs graph_id."""
         graph_ids = frame["graph_id"].to_numpy()
         return average_normalized([m.predict(frame) for m in self.members], graph_ids)
+
+    def importance(self) -> pd.Series:
+        """Mean over members of each member's gains as shares of its total, largest first."""
+        shares = [m.importance() / max(m.importance().sum(), 1e-300) for m in self.members]
+        return pd.concat(shares, axis=1).fillna(0.0).mean(axis=1).sort_values(ascending=False)
 
     def save(self, directory: str | Path) -> Path:
         """Write members and card; the directory is replaced whole, never half-updated."""
@@ -117,3 +123,28 @@ def load_ensemble(directory: Path, card: dict) -> Ensemble:
     if not members:
         raise XlarankError(f"{directory}: ensemble card lists no members")
     return Ensemble(card=card, members=members)
+
+
+def load_training_plan(path: str | Path) -> tuple[list[RankerSpec], list[int] | None]:
+    """The booster specs and seeds a spec file asks for.
+
+    A booster spec gives ([spec], None). An ensemble spec (``kind = "ensemble"``) lists
+    ``members``, booster spec paths relative to it, and optionally ``seeds``; every member
+    is trained with every seed (None: each member's own seed).
+    """
+    path = Path(path)
+    raw = read_structured(path, "booster spec", SpecError)
+    if not isinstance(raw, dict) or raw.get("kind") != ENSEMBLE_KIND:
+        return [load_ranker_spec(path)], None
+    members, seeds = raw.get("members"), raw.get("seeds")
+    if not isinstance(members, list) or not members or not all(isinstance(m, str)
+                                                                for m in members):
+        raise SpecError(f"{path}: an ensemble spec needs members, a list of spec paths")
+    if seeds is not None and (not isinstance(seeds, list) or not seeds
+                              or not all(isinstance(x, int) for x in seeds)
+                              or len(set(seeds)) != len(seeds)):
+        raise SpecError(f"{path}: seeds must be a list of distinct integers")
+    unknown = set(raw) - {"kind", "name", "members", "seeds"}
+    if unknown:
+        raise SpecError(f"{path}: unknown keys in an ensemble spec: {', '.join(sorted(unknown))}")
+    return [load_ranker_spec(path.parent / m) for m in members], seeds

@@ -208,15 +208,35 @@ class Ranker:
             raise MismatchError(f"{where}: collection {meta.collection}, but the model was "
                                 f"trained on {self.card['collection']}")
 
-    def predict(self, frame: pd.DataFrame) -> np.ndarray:
-        """float64 (n_rows,): one score per row of a frame holding the model's features."""
+    @property
+    def rounds(self) -> int:
+        """Boosting rounds in the trained booster."""
+        if self.card["library"] == "lightgbm":
+            return int(self.booster.current_iteration())
+        return int(self.booster.num_boosted_rounds())
+
+    def predict(self, frame: pd.DataFrame, rounds: int | None = None) -> np.ndarray:
+        """float64 (n_rows,): one score per row of a frame holding the model's features,
+        from the first ``rounds`` boosting rounds (all when None)."""
         x = frame[self.feature_names].to_numpy(dtype=np.float32)
         if self.card["library"] == "lightgbm":
-            return np.asarray(self.booster.predict(x), dtype=np.float64)
+            return np.asarray(self.booster.predict(x, num_iteration=rounds), dtype=np.float64)
         import xgboost as xgb
 
-        return np.asarray(self.booster.predict(xgb.DMatrix(x, feature_names=self.feature_names)),
-                          dtype=np.float64)
+        data = xgb.DMatrix(x, feature_names=self.feature_names)
+        upto = (0, rounds) if rounds is not None else (0, 0)
+        return np.asarray(self.booster.predict(data, iteration_range=upto), dtype=np.float64)
+
+    def importance(self) -> pd.Series:
+        """Total split gain of each feature (0 for unused ones), largest first."""
+        if self.card["library"] == "lightgbm":
+            gain = self.booster.feature_importance(importance_type="gain")
+            series = pd.Series(gain, index=self.booster.feature_name(), dtype=np.float64)
+        else:
+            scores = self.booster.get_score(importance_type="total_gain")
+            series = pd.Series(scores, dtype=np.float64).reindex(self.feature_names,
+                                                                  fill_value=0.0)
+        return series.sort_values(ascending=False)
 
     def save(self, directory: str | Path) -> Path:
         """Write model file and card; the directory is replaced whole, never half-updated."""

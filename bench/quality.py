@@ -1,0 +1,204 @@
+"""Quality benchmark: objectives side by side, the ensemble and the peers.
+
+Two parts, each over several seeds (mean, spread and training time per system):
+
+- synthetic: an `xlarank synth` tree; per collection, train on the train split and score
+  the valid split (graphs split by graph). Figures show learning under the synthetic cost
+  model, not TpuGraphs results.
+- unet3d: the real labelled sample ``layout/xla/default/train/unet3d.npz``, split inside
+  the graph: each seed trains on a random half of its distinct configs and scores the other
+  half (one graph, so one Kendall tau per seed).
+
+Systems: xlarank's default (models/<collection>.toml), each objective in
+models/objectives/, the collection's ensemble (models/ensembles/<collection>.toml; its
+members' seeds offset by the run's seed; per-graph min-max normalized scores averaged), and
+the peers: the config-aggregates-only XGBoost pairwise
+ranker (models/baseline.toml on features/baseline.toml), random order, and "keep the
+default layout" (layout only).
+
+    python bench/quality.py DATA --samples ../shared/tpugraphs --out bench/results/quality.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from xlarank.data.collections import COLLECTIONS, get_collection, split_files
+from xlarank.data.graph import load_graph
+from xlarank.evaluate import (default_layout_scores, headline_metric, per_graph_metrics,
+                              random_scores, summarize)
+from xlarank.features import featurize_graph, load_feature_spec
+from xlarank.frame import FrameMeta, featurize_files, read_frame
+from xlarank.rank.ensemble import average_normalized, load_training_plan
+from xlarank.rank.model import load_ranker_spec, train_ranker
+
+ROOT = Path(__file__).resolve().parents[1]
+OBJECTIVES = sorted((ROOT / "models" / "objectives").glob("*.toml"))
+DEFAULT_NAME = "xlarank default"
+BASELINE_NAME = "peer: config aggregates, XGBoost pairwise"
+ENSEMBLE_NAME = "ensemble (models/ensembles/<collection>.toml)"
+
+
+def headline(frame: pd.DataFrame, scores: np.ndarray, is_tile: bool) -> float:
+    return summarize(per_graph_metrics(frame, scores, is_tile))[headline_metric(is_tile)]
+
+
+def evaluate_seed(train: dict, valid: dict, specs: dict, ensemble: tuple, seed: int,
+                  is_tile: bool) -> dict:
+    """{system: (metric, train seconds)} for one seed. train/valid: {feature spec name:
+    (frame, meta)}; specs: {system: RankerSpec}; ensemble: (member specs, seeds or None)
+    of the collection's ensemble spec, its seeds offset by this seed."""
+    frame = valid["default"][0]
+    out = {}
+
+    def fit(spec, member_seed):
+        table, meta = train[spec.features]
+        started = time.perf_counter()
+        ranker = train_ranker(table, meta, dataclasses.replace(spec, seed=member_seed))
+        return ranker.predict(valid[spec.features][0]), time.perf_counter() - started
+
+    for system, spec in specs.items():
+        scores, seconds = fit(spec, seed)
+        out[system] = (headline(frame, scores, is_tile), seconds)
+    members, member_seeds = ensemble
+    fitted = [fit(spec, seed + 1000 * offset) for spec in members
+              for offset in (member_seeds or [0])]
+    scores = average_normalized([f[0] for f in fitted], frame["graph_id"].to_numpy())
+    out[ENSEMBLE_NAME] = (headline(frame, scores, is_tile), sum(f[1] for f in fitted))
+    out["peer: random"] = (headline(frame, random_scores(frame, seed), is_tile), 0.0)
+    if not is_tile:
+        out["peer: keep the default layout"] = (
+            headline(frame, default_layout_scores(frame), is_tile), 0.0)
+    return out
+
+
+def spread(per_seed: list[dict]) -> dict:
+    """{system: mean, sd, min, max of the metric and mean train seconds} over seeds."""
+    table = {}
+    for system in per_seed[0]:
+        values = np.array([run[system][0] for run in per_seed])
+        table[system] = {"mean": float(values.mean()), "sd": float(values.std(ddof=1))
+                         if len(values) > 1 else 0.0, "min": float(values.min()),
+                         "max": float(values.max()), "per_seed": values.round(5).tolist(),
+                         "train_seconds": float(np.mean([run[system][1] for run in per_seed]))}
+    return table
+
+
+def system_specs(collection_slug: str | None) -> dict:
+    specs = {}
+    if collection_slug is not None:
+        specs[DEFAULT_NAME] = load_ranker_spec(ROOT / "models" / f"{collection_slug}.toml")
+    for path in OBJECTIVES:
+        specs[f"objective: {path.stem}"] = load_ranker_spec(path)
+    specs[BASELINE_NAME] = load_ranker_spec(ROOT / "models" / "baseline.toml")
+    return specs
+
+
+def synthetic(data: Path, work: Path, seeds: list[int]) -> list[dict]:
+    feature_specs = [load_feature_spec(ROOT / "features" / f"{n}.toml")
+                     for n in ("default", "baseline")]
+    results = []
+    for collection in COLLECTIONS:
+        frames = {}
+        for split in ("train", "valid"):
+            for spec in feature_specs:
+                path = work / spec.name / collection.slug / f"{split}.parquet"
+                featurize_files(split_files(data, collection, split), path, collection, split,
+                                spec)
+                frames.setdefault(split, {})[spec.name] = read_frame(path)
+        ensemble = load_training_plan(ROOT / "models" / "ensembles" / f"{collection.slug}.toml")
+        per_seed = [evaluate_seed(frames["train"], frames["valid"],
+                                  system_specs(collection.slug), ensemble, seed,
+                                  collection.is_tile)
+                    for seed in seeds]
+        row = {"collection": collection.id, "metric": headline_metric(collection.is_tile),
+               "valid_graphs": int(frames["valid"]["default"][0]["graph_id"].nunique()),
+               "systems": spread(per_seed)}
+        results.append(row)
+        print(json.dumps({"collection": row["collection"], **{
+            k: round(v["mean"], 4) for k, v in row["systems"].items()}}), flush=True)
+    return results
+
+
+def unet3d(samples: Path, seeds: list[int]) -> dict:
+    """In-graph split of the real unet3d sample: halves of its distinct configs."""
+    path = samples / "npz" / "layout" / "xla" / "default" / "train" / "unet3d.npz"
+    collection = get_collection("layout-xla-default")
+    graph = load_graph(path)
+    blocks, metas = {}, {}
+    for name in ("default", "baseline"):
+        spec = load_feature_spec(ROOT / "features" / f"{name}.toml")
+        # One row per distinct config, so no config sits on both sides of the split.
+        blocks[name] = featurize_graph(graph, spec, dedup=True)
+        metas[name] = FrameMeta(collection=collection.id, split="train", spec=spec.to_dict(),
+                                feature_names=list(blocks[name].columns[4:]), dedup=True)
+    per_seed = []
+    n = len(blocks["default"])
+    for seed in seeds:
+        order = np.random.default_rng(seed).permutation(n)
+        halves = np.sort(order[: n // 2]), np.sort(order[n // 2:])
+        train = {k: (b.iloc[halves[0]].reset_index(drop=True), metas[k]) for k, b in blocks.items()}
+        valid = {k: (b.iloc[halves[1]].reset_index(drop=True), metas[k]) for k, b in blocks.items()}
+        ensemble = load_training_plan(ROOT / "models" / "ensembles" / "layout-xla-default.toml")
+        per_seed.append(evaluate_seed(train, valid, system_specs("layout-xla-default"),
+                                      ensemble, seed, False))
+    result = {"file": str(path), "data": "real TpuGraphs sample (in-graph split)",
+              "configs": int(graph.n_configs), "distinct_configs": n,
+              "train_configs": n // 2, "eval_configs": n - n // 2,
+              "metric": "kendall_tau", "systems": spread(per_seed)}
+    print(json.dumps({"unet3d": {k: round(v["mean"], 4) for k, v in
+                                 result["systems"].items()}}), flush=True)
+    return result
+
+
+def targets(results: list[dict]) -> list[dict]:
+    """The issue's targets per collection, checked on the means over seeds."""
+    checks = []
+    for row in results:
+        systems = row["systems"]
+        need = 0.02 if row["metric"] == "score" else 0.2
+        gap = systems[DEFAULT_NAME]["mean"] - systems[BASELINE_NAME]["mean"]
+        singles = {k: v["mean"] for k, v in systems.items()
+                   if k == DEFAULT_NAME or k.startswith("objective: ")}
+        best = max(singles, key=singles.get)
+        checks.append({"collection": row["collection"],
+                       "default_minus_peer": round(gap, 4), "needed": need,
+                       "default_beats_peer": bool(gap >= need),
+                       "best_single": best, "best_single_mean": round(singles[best], 4),
+                       "ensemble_mean": round(systems[ENSEMBLE_NAME]["mean"], 4),
+                       "ensemble_not_worse": bool(systems[ENSEMBLE_NAME]["mean"]
+                                                  >= singles[best])})
+    return checks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", type=Path, help="an xlarank synth tree")
+    parser.add_argument("--samples", type=Path, default=ROOT.parent / "shared" / "tpugraphs")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/quality.json"))
+    parser.add_argument("--work", type=Path, default=Path("bench/results/quality-frames"))
+    parser.add_argument("--seeds", type=int, default=3, help="seeds of the synthetic part")
+    parser.add_argument("--unet3d-seeds", type=int, default=5)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    synth = synthetic(args.data, args.work, list(range(args.seeds)))
+    real = unet3d(args.samples, list(range(args.unet3d_seeds)))
+    record = {"synthetic": {"data": f"synthetic: {args.data} (xlarank synth), valid split",
+                            "seeds": args.seeds, "results": synth, "targets": targets(synth)},
+              "unet3d": real, "seconds": round(time.perf_counter() - started, 1)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    for check in record["synthetic"]["targets"]:
+        print(json.dumps(check))
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()

@@ -1,0 +1,215 @@
+"""A static report of rankers on a labelled frame: an HTML page, PNG plots and a CSV table.
+
+The page shows the metrics table (each model, and the peers that apply: random order, and
+for layout "keep the default layout"), the main model's per-graph headline metric, predicted
+against measured rank for a few graphs, feature importance (gain) and the learning curve
+(headline metric against boosting rounds). Plots use matplotlib's object API on the Agg
+canvas, so no display and no global pyplot state are involved.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from xlarank.atomic import atomic_dir
+from xlarank.data.collections import get_collection
+from xlarank.evaluate import (default_layout_scores, headline_metric, per_graph_metrics,
+                              random_scores, summarize)
+from xlarank.frame import FrameMeta, group_sizes
+
+IMAGES = ("per_graph.png", "rank_scatter.png", "importance.png", "learning_curve.png")
+LEARNING_POINTS = 12
+
+
+@dataclass
+class ReportInputs:
+    """What a report is made of: named models (the first is the main one), a labelled
+    frame and its meta, and optionally the training frame for the learning curve."""
+
+    models: dict[str, object]
+    frame: pd.DataFrame
+    meta: FrameMeta
+    frame_path: str
+    train: pd.DataFrame | None = None
+    seed: int = 0
+
+
+def metrics_table(inputs: ReportInputs) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """(one row per system with mean metrics, per-graph metrics of each system)."""
+    is_tile = get_collection(inputs.meta.collection).is_tile
+    scores = {name: model.predict(inputs.frame) for name, model in inputs.models.items()}
+    scores["peer: random"] = random_scores(inputs.frame, inputs.seed)
+    if not is_tile and "c_default_out_frac" in inputs.frame:
+        scores["peer: keep the default layout"] = default_layout_scores(inputs.frame)
+    per_graph = {name: per_graph_metrics(inputs.frame, s, is_tile) for name, s in scores.items()}
+    rows = [{"system": name, **summarize(table)} for name, table in per_graph.items()]
+    return pd.DataFrame(rows), per_graph
+
+
+def write_report(inputs: ReportInputs, out_dir: str | Path, scatter_graphs: int = 4) -> Path:
+    """Write index.html, metrics.csv and the PNGs into ``out_dir`` (replaced whole)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401 (registers Agg)
+
+    is_tile = get_collection(inputs.meta.collection).is_tile
+    metric = headline_metric(is_tile)
+    label = "1 - slowdown@5" if is_tile else "Kendall tau"
+    main_name, main_model = next(iter(inputs.models.items()))
+    table, per_graph = metrics_table(inputs)
+    out_dir = Path(out_dir)
+    with atomic_dir(out_dir) as tmp:
+        table.to_csv(tmp / "metrics.csv", index=False)
+        _per_graph_plot(per_graph, main_name, metric, label).savefig(tmp / IMAGES[0], dpi=110)
+        _scatter_plot(inputs.frame, main_model.predict(inputs.frame), is_tile,
+                      scatter_graphs).savefig(tmp / IMAGES[1], dpi=110)
+        _importance_plot(main_model.importance()).savefig(tmp / IMAGES[2], dpi=110)
+        _learning_plot(inputs, main_model, is_tile, metric, label).savefig(tmp / IMAGES[3],
+                                                                          dpi=110)
+        (tmp / "index.html").write_text(_page(inputs, table, main_name, main_model, label))
+    return out_dir
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _per_graph_plot(per_graph: dict[str, pd.DataFrame], main: str, metric: str, label: str):
+    order = per_graph[main].sort_values(metric)
+    graphs = order["graph_id"].tolist()
+    fig = _figure(8, max(3.0, min(0.22 * len(graphs) + 1.2, 14)))
+    ax = fig.add_subplot()
+    y = np.arange(len(graphs))
+    ax.barh(y, order[metric].to_numpy(), color="#3b75af", label=main)
+    for name, marker in zip([n for n in per_graph if n != main], "o^sdv"):
+        other = per_graph[name].set_index("graph_id")[metric].reindex(graphs)
+        ax.plot(other.to_numpy(), y, marker, markersize=4, linestyle="none", label=name)
+    ax.set_yticks(y, graphs if len(graphs) <= 60 else [""] * len(graphs), fontsize=7)
+    ax.set_xlabel(label)
+    ax.axvline(0, color="black", linewidth=0.6)
+    ax.set_title(f"{label} per graph (mean {order[metric].mean():.4f})")
+    ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def _scatter_plot(frame: pd.DataFrame, score: np.ndarray, is_tile: bool, n_graphs: int):
+    from scipy.stats import rankdata
+
+    from xlarank.rank.labels import ranking_target
+
+    target = ranking_target(frame, is_tile)
+    starts = np.concatenate([[0], np.cumsum(group_sizes(frame))])
+    sizes = np.diff(starts)
+    # The largest graphs: a scatter of a handful of configs says little.
+    picked = sorted(np.argsort(-sizes, kind="stable")[:n_graphs])
+    fig = _figure(3.2 * max(len(picked), 1), 3.4)
+    ids = frame["graph_id"].to_numpy()
+    for k, g in enumerate(picked):
+        ax = fig.add_subplot(1, max(len(picked), 1), k + 1)
+        rows = slice(starts[g], starts[g + 1])
+        measured = rankdata(target[rows])          # 1 = fastest
+        predicted = rankdata(-score[rows])         # 1 = predicted fastest
+        ax.scatter(measured, predicted, s=5, alpha=0.5)
+        ax.plot([1, len(measured)], [1, len(measured)], color="grey", linewidth=0.6)
+        ax.set_title(f"{ids[starts[g]][:24]} ({len(measured)} configs)", fontsize=8)
+        ax.set_xlabel("measured rank (1 = fastest)", fontsize=8)
+        if k == 0:
+            ax.set_ylabel("predicted rank", fontsize=8)
+    return fig
+
+
+def _importance_plot(gain: pd.Series, top: int = 20):
+    shown = gain.head(top)[::-1]
+    fig = _figure(7, max(2.5, 0.28 * len(shown) + 1))
+    ax = fig.add_subplot()
+    share = shown / max(gain.sum(), 1e-300)
+    ax.barh(np.arange(len(shown)), share.to_numpy(), color="#5a9e6f")
+    ax.set_yticks(np.arange(len(shown)), shown.index.tolist(), fontsize=7)
+    ax.set_xlabel("share of total split gain")
+    ax.set_title(f"feature importance (top {len(shown)} of {len(gain)})")
+    return fig
+
+
+def learning_curve(model, frame: pd.DataFrame, is_tile: bool, metric: str,
+                   points: int = LEARNING_POINTS) -> pd.DataFrame:
+    """Headline metric after 1..all rounds (``points`` of them) of a single booster; for an
+    ensemble, of its first member."""
+    booster = model.members[0] if hasattr(model, "members") else model
+    rounds = np.unique(np.linspace(1, booster.rounds, points).round().astype(int))
+    values = [summarize(per_graph_metrics(frame, booster.predict(frame, int(r)), is_tile))[metric]
+              for r in rounds]
+    return pd.DataFrame({"rounds": rounds, metric: values})
+
+
+def _learning_plot(inputs: ReportInputs, model, is_tile: bool, metric: str, label: str):
+    fig = _figure(6, 3.6)
+    ax = fig.add_subplot()
+    curve = learning_curve(model, inputs.frame, is_tile, metric)
+    ax.plot(curve["rounds"], curve[metric], marker="o", markersize=3,
+            label=f"{inputs.meta.split or 'evaluated'} ({inputs.frame_path})")
+    if inputs.train is not None:
+        train = learning_curve(model, inputs.train, is_tile, metric)
+        ax.plot(train["rounds"], train[metric], marker="o", markersize=3, label="training frame")
+    ax.set_xlabel("boosting rounds")
+    ax.set_ylabel(label)
+    ax.set_title("learning curve" + (" (first ensemble member)" if hasattr(model, "members")
+                                     else ""))
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _page(inputs: ReportInputs, table: pd.DataFrame, main_name: str, model,
+          label: str) -> str:
+    card = model.card
+    kind = (f"ensemble of {len(card['members'])}: "
+            + ", ".join(f"{m['name']} (seed {m['seed']})" for m in card["members"])
+            if card.get("kind") == "ensemble" else f"{card['library']} {card['objective']}")
+    facts = {
+        "frame": inputs.frame_path,
+        "collection / split": f"{inputs.meta.collection} / {inputs.meta.split}",
+        "graphs / configs": f"{inputs.frame['graph_id'].nunique()} / {len(inputs.frame)}",
+        "main model": f"{main_name}: {kind}",
+        "feature spec": f"{card['features']['name']} (hash {card['features']['hash']})",
+        "trained on": f"{card['training_data']['graphs']} graphs, "
+                      f"{card['training_data']['rows_used']} rows used",
+    }
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+                   for k, v in facts.items())
+    shown = table.copy()
+    numeric = shown.select_dtypes("number").columns
+    shown[numeric] = shown[numeric].round(4)
+    captions = {
+        "per_graph.png": f"{label} per graph, worst first: bars for {main_name}, marks for "
+                         "the other systems.",
+        "rank_scatter.png": "Predicted against measured rank for the largest graphs; "
+                            "points on the diagonal are ranked right.",
+        "importance.png": "Which features the booster split on, by total gain.",
+        "learning_curve.png": f"{label} against boosting rounds.",
+    }
+    figures = "".join(
+        f'<figure><img src="{name}" alt="{html.escape(captions[name])}">'
+        f"<figcaption>{html.escape(captions[name])}</figcaption></figure>" for name in IMAGES)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>xlarank report: {html.escape(inputs.meta.collection)}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em auto; max-width: 70em; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
+th {{ background: #f3f3f3; text-align: left; }}
+figure {{ margin: 1.5em 0; }} img {{ max-width: 100%; }}
+figcaption {{ color: #555; font-size: 0.9em; }}
+</style></head><body>
+<h1>xlarank report: {html.escape(inputs.meta.collection)}</h1>
+<table>{rows}</table>
+<h2>Metrics (mean over graphs; higher is better except slowdowns)</h2>
+{shown.to_html(index=False, escape=True, border=0)}
+<p>The same table is in <a href="metrics.csv">metrics.csv</a>.</p>
+{figures}
+</body></html>
+"""

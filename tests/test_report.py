@@ -1,0 +1,87 @@
+"""xlarank report: the page renders, the images are valid PNGs, the table is right."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from xlarank.cli import app
+from xlarank.evaluate import per_graph_metrics, summarize
+from xlarank.frame import read_frame
+from xlarank.rank.model import load_ranker, load_ranker_spec, train_ranker
+from xlarank.report import IMAGES, ReportInputs, learning_curve, write_report
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture(scope="module")
+def trained(frames, spec_dir, tmp_path_factory):
+    out = {}
+    for slug in ("tile-xla", "layout-nlp-default"):
+        train, meta = read_frame(frames["default", slug, "train"])
+        ranker = train_ranker(train, meta, load_ranker_spec(spec_dir / "lgbm.toml"))
+        out[slug] = ranker.save(tmp_path_factory.mktemp("models") / slug)
+    return out
+
+
+@pytest.mark.parametrize("slug", ["tile-xla", "layout-nlp-default"])
+def test_report_renders_with_valid_images_and_table(frames, trained, tmp_path, slug):
+    import matplotlib.image
+
+    valid, meta = read_frame(frames["default", slug, "valid"])
+    train, _ = read_frame(frames["default", slug, "train"])
+    model = load_ranker(trained[slug])
+    out = write_report(ReportInputs({"xlarank": model}, valid, meta, "valid.parquet", train),
+                       tmp_path / "report")
+    page = (out / "index.html").read_text()
+    for name in IMAGES:
+        width, height = png_size(out / name)
+        assert width > 100 and height > 100
+        pixels = matplotlib.image.imread(out / name)
+        # Something was drawn: the image is not one flat colour.
+        assert pixels.std() > 0.01
+        assert f'src="{name}"' in page
+    table = pd.read_csv(out / "metrics.csv")
+    systems = table["system"].tolist()
+    assert systems[:2] == ["xlarank", "peer: random"]
+    assert ("peer: keep the default layout" in systems) == (slug != "tile-xla")
+    expected = summarize(per_graph_metrics(valid, model.predict(valid), slug == "tile-xla"))
+    row = table.set_index("system").loc["xlarank"]
+    for key in ("kendall_tau", "opa"):
+        assert row[key] == pytest.approx(expected[key])
+    assert "<table" in page and meta.collection in page
+    assert not list(tmp_path.glob(".*"))  # nothing half-written beside the report
+
+
+def test_learning_curve_ends_at_the_full_model(frames, trained):
+    valid, _ = read_frame(frames["default", "tile-xla", "valid"])
+    model = load_ranker(trained["tile-xla"])
+    curve = learning_curve(model, valid, True, "score")
+    assert curve["rounds"].iloc[0] == 1 and curve["rounds"].iloc[-1] == model.rounds
+    full = summarize(per_graph_metrics(valid, model.predict(valid), True))["score"]
+    assert curve["score"].iloc[-1] == pytest.approx(full)
+
+
+def test_report_cli_and_bad_model(frames, trained, tmp_path):
+    runner = CliRunner()
+    valid = frames["default", "layout-nlp-default", "valid"]
+    result = runner.invoke(app, ["report", str(valid), "--model",
+                                 f"main={trained['layout-nlp-default']}",
+                                 "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r" / "index.html").exists()
+    result = runner.invoke(app, ["report", str(valid), "--model", str(trained["tile-xla"]),
+                                 "--out", str(tmp_path / "bad")])
+    assert result.exit_code == 2 and "collection" in result.output
+    assert not (tmp_path / "bad").exists()
