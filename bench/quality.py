@@ -9,7 +9,8 @@ Two parts, each over several seeds (mean, spread and training time per system):
   the graph: each seed trains on a random half of its distinct configs and scores the other
   half (one graph, so one Kendall tau per seed).
 
-Systems: xlarank's default (models/<collection>.toml), each objective in
+Systems: xlarank's default (models/<collection>.toml), the same booster with the gnn
+embedding columns added (random weights: the training-free variant), each objective in
 models/objectives/, the collection's ensemble (models/ensembles/<collection>.toml; its
 members' seeds offset by the run's seed; per-graph min-max normalized scores averaged), and
 the peers: the config-aggregates-only XGBoost pairwise
@@ -44,6 +45,8 @@ OBJECTIVES = sorted((ROOT / "models" / "objectives").glob("*.toml"))
 DEFAULT_NAME = "xlarank default"
 BASELINE_NAME = "peer: config aggregates, XGBoost pairwise"
 ENSEMBLE_NAME = "ensemble (models/ensembles/<collection>.toml)"
+GNN_NAME = "xlarank default + gnn columns (random weights)"
+GNN_SPEC = load_feature_spec(ROOT / "features" / "default.toml").with_gnn("random:0")
 
 
 def headline(frame: pd.DataFrame, scores: np.ndarray, is_tile: bool) -> float:
@@ -95,6 +98,8 @@ def system_specs(collection_slug: str | None) -> dict:
     specs = {}
     if collection_slug is not None:
         specs[DEFAULT_NAME] = load_ranker_spec(ROOT / "models" / f"{collection_slug}.toml")
+        # The same booster on the default features plus the gnn embedding columns.
+        specs[GNN_NAME] = dataclasses.replace(specs[DEFAULT_NAME], features=GNN_SPEC.name)
     for path in OBJECTIVES:
         specs[f"objective: {path.stem}"] = load_ranker_spec(path)
     specs[BASELINE_NAME] = load_ranker_spec(ROOT / "models" / "baseline.toml")
@@ -103,7 +108,7 @@ def system_specs(collection_slug: str | None) -> dict:
 
 def synthetic(data: Path, work: Path, seeds: list[int]) -> list[dict]:
     feature_specs = [load_feature_spec(ROOT / "features" / f"{n}.toml")
-                     for n in ("default", "baseline")]
+                     for n in ("default", "baseline")] + [GNN_SPEC]
     results = []
     for collection in COLLECTIONS:
         frames = {}
@@ -133,8 +138,9 @@ def unet3d(samples: Path, seeds: list[int]) -> dict:
     collection = get_collection("layout-xla-default")
     graph = load_graph(path)
     blocks, metas = {}, {}
-    for name in ("default", "baseline"):
-        spec = load_feature_spec(ROOT / "features" / f"{name}.toml")
+    for spec in [load_feature_spec(ROOT / "features" / f"{name}.toml")
+                 for name in ("default", "baseline")] + [GNN_SPEC]:
+        name = spec.name
         # One row per distinct config, so no config sits on both sides of the split.
         blocks[name] = featurize_graph(graph, spec, dedup=True)
         metas[name] = FrameMeta(collection=collection.id, split="train", spec=spec.to_dict(),
@@ -155,6 +161,8 @@ def unet3d(samples: Path, seeds: list[int]) -> dict:
               "metric": "kendall_tau", "systems": spread(per_seed)}
     print(json.dumps({"unet3d": {k: round(v["mean"], 4) for k, v in
                                  result["systems"].items()}}), flush=True)
+    result["gnn_minus_default"] = round(result["systems"][GNN_NAME]["mean"]
+                                        - result["systems"][DEFAULT_NAME]["mean"], 4)
     return result
 
 
@@ -174,7 +182,9 @@ def targets(results: list[dict]) -> list[dict]:
                        "best_single": best, "best_single_mean": round(singles[best], 4),
                        "ensemble_mean": round(systems[ENSEMBLE_NAME]["mean"], 4),
                        "ensemble_not_worse": bool(systems[ENSEMBLE_NAME]["mean"]
-                                                  >= singles[best])})
+                                                  >= singles[best]),
+                       "gnn_minus_default": round(systems[GNN_NAME]["mean"]
+                                                  - systems[DEFAULT_NAME]["mean"], 4)})
     return checks
 
 

@@ -165,3 +165,45 @@ def distinct_groups(configs: np.ndarray) -> np.ndarray:
     renumber = np.empty_like(order)
     renumber[order] = np.arange(len(order))
     return renumber[inverse.reshape(-1)]
+
+
+def gnn_node_embeddings(node_feat, node_opcode, edge_index, weights) -> np.ndarray:
+    """The gnn family's message passing with networkx: operands are a node's successors
+    in the [consumer, producer] digraph, users its predecessors."""
+    import networkx as nx
+
+    n = len(node_opcode)
+    graph = nx.MultiDiGraph()
+    graph.add_nodes_from(range(n))
+    graph.add_edges_from((int(a), int(b)) for a, b in edge_index)
+    columns = [0, *range(2, 21), *range(21, 30), 43, 44, 107, 108, *range(134, 140)]
+    x = node_feat[:, columns].astype(np.float64)
+    h = np.tanh(weights["opcode_embedding"][node_opcode.astype(int)]
+                + (np.sign(x) * np.log1p(np.abs(x)) / 10.0) @ weights["feat_proj"])
+    for layer in range(2):
+        new = np.empty_like(h)
+        for v in range(n):
+            operands = [u for _, u in graph.out_edges(v)]
+            users = [u for u, _ in graph.in_edges(v)]
+            inbound = np.mean(h[operands], axis=0) if operands else np.zeros(h.shape[1])
+            outbound = np.mean(h[users], axis=0) if users else np.zeros(h.shape[1])
+            new[v] = np.tanh(h[v] @ weights[f"self_{layer}"] + inbound @ weights[f"in_{layer}"]
+                             + outbound @ weights[f"out_{layer}"] + weights[f"bias_{layer}"])
+        h = new
+    return h
+
+
+def layout_embedding_join(configs, heads, tables, positions) -> np.ndarray:
+    """Per config, mean and max over nodes of heads[j] * sum of the table rows its
+    dimension ids pick, with pandas doing the pooling."""
+    import pandas as pd
+
+    rows = []
+    for i in range(len(configs)):
+        for j in range(configs.shape[1]):
+            mix = sum(tables[p, int(configs[i, j, pos]) + 1] for p, pos in enumerate(positions))
+            rows.append({"config": i, **{f: v for f, v in enumerate(heads[j] * mix)}})
+    if not rows:
+        return np.zeros((len(configs), 2 * heads.shape[1]))
+    grouped = pd.DataFrame(rows).groupby("config")
+    return np.hstack([grouped.mean().to_numpy(), grouped.max().to_numpy()])

@@ -138,6 +138,11 @@ def featurize(
     dedup: Annotated[bool | None, typer.Option(
         "--dedup/--no-dedup", help="One row per distinct config, runtime the duplicates' "
         "median [default: only for the train split].")] = None,
+    embedding: Annotated[str | None, typer.Option(
+        help="'gnn' adds the gnn family (message-passing embedding columns) to the spec.")] = None,
+    gnn_weights: Annotated[str | None, typer.Option(
+        help="With --embedding gnn: 'random:SEED' (no training) or a weights .npz "
+             "[the spec's, else random:0].")] = None,
     engine: EngineOption = "local",
     scheduler: SchedulerOption = None,
 ) -> None:
@@ -151,6 +156,19 @@ def featurize(
 
     with _user_errors():
         feature_spec = load_feature_spec(spec)
+        if embedding not in (None, "gnn"):
+            raise XlarankError(f"--embedding {embedding!r}: the one embedding is 'gnn'")
+        if gnn_weights is not None and embedding is None and "gnn" not in feature_spec.families:
+            raise XlarankError("--gnn-weights needs --embedding gnn or a spec with the gnn family")
+        if embedding == "gnn" or gnn_weights is not None:
+            weights = gnn_weights or feature_spec.gnn
+            if not weights.startswith("random:"):
+                weights = str(Path(weights).resolve())
+            feature_spec = feature_spec.with_gnn(weights)
+            feature_spec.hash  # a missing weights file stops here, before any work
+            from xlarank.features.embedding import load_weights
+
+            load_weights(feature_spec.gnn)
         splits = list(SPLITS) if split == "all" else [split]
         jobs = [(c, s, split_files(data, c, s)) for c in _collections(collection) for s in splits]
         jobs = [j for j in jobs if j[2]]

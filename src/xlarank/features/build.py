@@ -20,13 +20,16 @@ from xlarank.data.graph import (MAX_OPCODE, SHAPE_DIM_COLUMNS, LayoutGraph, Tile
                                 config_blocks)
 from xlarank.features.spec import FeatureSpec
 from xlarank.kernels.configs import (LAYOUT_JOINED_NAMES, TILE_JOINED_NAMES,
-                                     layout_changed_aggregates,
+                                     layout_changed_aggregates, layout_embedding_join,
+                                     layout_embedding_table,
                                      layout_config_joined, layout_config_means,
                                      tile_config_joined)
 from xlarank.kernels.graph import (column_mean_max, csr_by_row, khop_sums, khop_union,
                                    opcode_histogram)
 
 KEY_COLUMNS = ("graph_id", "config_index", "runtime", "normalizer")
+# int8 configs gathered before the per-config kernels run on them.
+FEATURE_BATCH_BYTES = 2 << 20
 PARAMETER_OPCODE = 63
 
 # node_feat columns summarised per graph: shape dims, their sum and product, tuple size,
@@ -68,6 +71,10 @@ def feature_names(spec: FeatureSpec, is_tile: bool) -> list[str]:
             names += ["k_pruned_frac"]
             names += [f"k_changed_{agg}_{stat}" for agg in ("sum", "mean", "max")
                       for stat in KHOP_STATS]
+        elif family == "gnn":
+            from xlarank.features.embedding import gnn_column_names
+
+            names += gnn_column_names(is_tile)
     return names
 
 
@@ -164,6 +171,7 @@ class LayoutContext:
     operand_info: np.ndarray
     khop: np.ndarray | None
     pruned_frac: float
+    gnn: np.ndarray | None = None  # layout_embedding_table of the node embeddings
 
     @classmethod
     def of(cls, graph: LayoutGraph, spec: FeatureSpec) -> LayoutContext:
@@ -172,9 +180,16 @@ class LayoutContext:
         pos, info = operand_tables(graph, rank, nbytes, layouts)
         khop, pruned = (khop_weights(graph, spec.k, rank, nbytes) if "khop" in spec.families
                         else (None, 0.0))
+        gnn = None
+        if "gnn" in spec.families:
+            from xlarank.features.embedding import layout_node_heads, load_weights
+
+            weights = load_weights(spec.gnn)
+            gnn = layout_embedding_table(layout_node_heads(graph, spec.k, weights),
+                                         weights["layout_table"])
         ids = graph.node_config_ids
         return cls(np.ascontiguousarray(dims[ids]), np.ascontiguousarray(nbytes[ids]),
-                   np.ascontiguousarray(layouts[ids]), pos, info, khop, pruned)
+                   np.ascontiguousarray(layouts[ids]), pos, info, khop, pruned, gnn)
 
     def features(self, configs: np.ndarray, spec: FeatureSpec) -> np.ndarray:
         """float32 (b, n_config_features) for int8 configs (b, nc, 18)."""
@@ -188,6 +203,10 @@ class LayoutContext:
             elif family == "khop":
                 blocks.append(np.full((len(configs), 1), self.pruned_frac, dtype=np.float32))
                 blocks.append(layout_changed_aggregates(configs, self.layouts, self.khop))
+            elif family == "gnn":
+                from xlarank.features.embedding import LAYOUT_POSITIONS
+
+                blocks.append(layout_embedding_join(configs, self.gnn, LAYOUT_POSITIONS))
         return (np.hstack(blocks).astype(np.float32, copy=False) if blocks
                 else np.zeros((len(configs), 0), dtype=np.float32))
 
@@ -202,6 +221,8 @@ def layout_config_features(graph: LayoutGraph, spec: FeatureSpec
     """
     seen: dict[int, int] = {}
     rows: list[np.ndarray] = []
+    pending: list[np.ndarray] = []
+    pending_bytes = 0
     distinct_of = np.empty(graph.n_configs, dtype=np.int64)
     start = 0
     with config_blocks(graph) as blocks:
@@ -220,16 +241,38 @@ def layout_config_features(graph: LayoutGraph, spec: FeatureSpec
                 ids[u] = seen[h]
             if new:
                 rows_of_new = first[new]
-                # Most blocks hold only new configs, in order: featurize the block as it is.
+                # Most blocks hold only new configs, in order: take the block as it is.
                 fresh = (block if len(new) == len(block)
                          and np.array_equal(rows_of_new, np.arange(len(block)))
                          else block[rows_of_new])
-                rows.append(context.features(fresh, spec))
+                pending.append(fresh)
+                pending_bytes += fresh.nbytes
+            # New configs are featurized in batches of FEATURE_BATCH_BYTES: read blocks of
+            # a large graph hold a few configs only, and per-call costs would dominate.
+            if pending and pending_bytes >= FEATURE_BATCH_BYTES:
+                rows.append(context.features(np.concatenate(pending), spec))
+                pending, pending_bytes = [], 0
             distinct_of[start:start + len(block)] = ids[inverse]
             start += len(block)
-    if not rows:
-        rows.append(context.features(np.zeros((0, graph.n_configurable, 18), np.int8), spec))
+    if pending or not rows:
+        batch = (np.concatenate(pending) if pending
+                 else np.zeros((0, graph.n_configurable, 18), np.int8))
+        rows.append(context.features(batch, spec))
     return np.vstack(rows), distinct_of
+
+
+def tile_joined(graph: TileGraph, configs: np.ndarray) -> np.ndarray:
+    """float32 (n_configs, len(TILE_JOINED_NAMES)): configs (n_configs, 24) against the
+    kernel's output shape, inputs and size."""
+    dims, _, nbytes = node_shapes(graph.node_feat)
+    roots = np.flatnonzero(graph.node_feat[:, 0] > 0)
+    out = int(roots[-1]) if len(roots) else graph.n_nodes - 1
+    element_bytes = nbytes[out] / max(1.0, float(np.prod(dims[out][dims[out] > 0])))
+    inputs = graph.node_opcode == PARAMETER_OPCODE
+    return tile_config_joined(
+        configs, dims[out].copy(), element_bytes, int(inputs.sum()) + 1,
+        float(nbytes[inputs].sum()), bool(np.isin(graph.node_opcode, CONV_DOT_OPS).any()),
+        graph.n_nodes)
 
 
 def tile_config_features(graph: TileGraph, spec: FeatureSpec) -> tuple[np.ndarray, np.ndarray]:
@@ -246,15 +289,12 @@ def tile_config_features(graph: TileGraph, spec: FeatureSpec) -> tuple[np.ndarra
         if family == "config_raw":
             blocks.append(configs)
         elif family == "config_joined":
-            dims, _, nbytes = node_shapes(graph.node_feat)
-            roots = np.flatnonzero(graph.node_feat[:, 0] > 0)
-            out = int(roots[-1]) if len(roots) else graph.n_nodes - 1
-            element_bytes = nbytes[out] / max(1.0, float(np.prod(dims[out][dims[out] > 0])))
-            inputs = graph.node_opcode == PARAMETER_OPCODE
-            blocks.append(tile_config_joined(
-                configs, dims[out].copy(), element_bytes, int(inputs.sum()) + 1,
-                float(nbytes[inputs].sum()), bool(np.isin(graph.node_opcode, CONV_DOT_OPS).any()),
-                graph.n_nodes))
+            blocks.append(tile_joined(graph, configs))
+        elif family == "gnn":
+            from xlarank.features.embedding import load_weights, tile_columns
+
+            blocks.append(tile_columns(graph, tile_joined(graph, configs),
+                                       load_weights(spec.gnn)))
     table = (np.hstack(blocks).astype(np.float32, copy=False) if blocks
              else np.zeros((len(configs), 0), dtype=np.float32))
     return table, renumber[distinct_of.reshape(-1)]

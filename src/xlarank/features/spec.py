@@ -20,7 +20,11 @@ FAMILIES = {
     "config_joined": "configs joined with the graph's shapes: padding, alignment, relayouts",
     "khop": "layout: k-hop neighbourhoods of the configurable nodes whose layout a config "
             "changes (size, bytes, rank, op mix), and the pruned graph's size",
+    "gnn": "a small message-passing network's node embeddings over the pruned graph, "
+           "pooled over the configurable nodes a config changes (tile: joined with the "
+           "tile features); weights from `gnn` (random:SEED, or a weights .npz)",
 }
+DEFAULT_GNN = "random:0"
 
 
 @dataclass(frozen=True)
@@ -30,18 +34,44 @@ class FeatureSpec:
     name: str
     families: tuple[str, ...]
     k: int = 2
+    # The gnn family's weights: "random:SEED" (fixed random projections, no training) or
+    # the path of a weights .npz. Unused without that family.
+    gnn: str = DEFAULT_GNN
 
     @property
     def hash(self) -> str:
         """Names the columns and their meaning; 16 hex digits. Not the name: two specs
         with the same content are the same features."""
-        content = json.dumps({"families": list(self.families), "k": self.k,
-                              "schema": FEATURE_SCHEMA_VERSION}, sort_keys=True)
-        return hashlib.sha256(content.encode()).hexdigest()[:16]
+        content = {"families": list(self.families), "k": self.k,
+                   "schema": FEATURE_SCHEMA_VERSION}
+        if "gnn" in self.families:
+            content["gnn"] = gnn_identity(self.gnn)
+        text = json.dumps(content, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "families": list(self.families), "k": self.k,
-                "hash": self.hash, "schema": FEATURE_SCHEMA_VERSION}
+        out = {"name": self.name, "families": list(self.families), "k": self.k,
+               "hash": self.hash, "schema": FEATURE_SCHEMA_VERSION}
+        if "gnn" in self.families:
+            out["gnn"] = self.gnn
+        return out
+
+    def with_gnn(self, weights: str = DEFAULT_GNN) -> FeatureSpec:
+        """This spec plus the gnn family (if missing) with the given weights."""
+        families = self.families if "gnn" in self.families else (*self.families, "gnn")
+        return FeatureSpec(f"{self.name}+gnn" if "gnn" not in self.families else self.name,
+                           families, self.k, weights)
+
+
+def gnn_identity(weights: str) -> str:
+    """What the gnn weights are, for the spec hash: random:SEED as is, a weights file by
+    the sha256 of its content (so retrained weights make other features)."""
+    if weights.startswith("random:"):
+        return weights
+    try:
+        return "file:" + hashlib.sha256(Path(weights).read_bytes()).hexdigest()[:16]
+    except OSError as exc:
+        raise SpecError(f"{weights}: gnn weights cannot be read ({exc.strerror})") from None
 
 
 def load_feature_spec(path: str | Path) -> FeatureSpec:
@@ -57,7 +87,16 @@ def load_feature_spec(path: str | Path) -> FeatureSpec:
     k = raw.get("k", 2)
     if not isinstance(k, int) or not 0 <= k <= 8:
         raise SpecError(f"{path}: 'k' (neighbourhood radius in hops) must be an integer in 0..8")
-    unknown_keys = set(raw) - {"name", "families", "k"}
+    unknown_keys = set(raw) - {"name", "families", "k", "gnn"}
     if unknown_keys:
-        raise SpecError(f"{path}: unknown keys {sorted(unknown_keys)}; known: name, families, k")
-    return FeatureSpec(name=str(raw.get("name", path.stem)), families=tuple(families), k=k)
+        raise SpecError(f"{path}: unknown keys {sorted(unknown_keys)}; known: name, families, "
+                        "k, gnn")
+    gnn = raw.get("gnn", DEFAULT_GNN)
+    if not isinstance(gnn, str) or not gnn:
+        raise SpecError(f"{path}: 'gnn' must be \"random:SEED\" or a weights .npz path")
+    if not gnn.startswith("random:"):
+        gnn = str((path.parent / gnn).resolve()) if not Path(gnn).is_absolute() else gnn
+    elif not gnn[len("random:"):].isdigit():
+        raise SpecError(f"{path}: 'gnn' random seed must be an integer, as in \"random:0\"")
+    return FeatureSpec(name=str(raw.get("name", path.stem)), families=tuple(families), k=k,
+                       gnn=gnn)

@@ -117,3 +117,57 @@ def khop_sums(indptr, indices, seeds, k, node_values):
             for f in range(node_values.shape[1]):
                 out[j, f] += node_values[queue[q], f]
     return out
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def gnn_input_layer(raw, opcode, opcode_embedding, feat_proj):
+    """float64 (n, d): tanh(opcode_embedding[opcode] + x @ feat_proj) with x the signed
+    log1p of raw float32 (n, f) node features, / 10; opcode uint8 (n,). In Numba, not
+    BLAS: on small matrices BLAS threads spin beside Numba's and cost more than the work."""
+    n, f_in = raw.shape
+    d = feat_proj.shape[1]
+    out = np.empty((n, d), dtype=np.float64)
+    for v in prange(n):
+        for f in range(d):
+            out[v, f] = opcode_embedding[opcode[v], f]
+        for k in range(f_in):
+            x = np.float64(raw[v, k])
+            x = np.log1p(x) / 10.0 if x >= 0 else -np.log1p(-x) / 10.0
+            if x != 0.0:
+                for f in range(d):
+                    out[v, f] += x * feat_proj[k, f]
+        for f in range(d):
+            out[v, f] = np.tanh(out[v, f])
+    return out
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def gnn_message_layer(h, operand_ptr, operand_idx, user_ptr, user_idx, w_self, w_in, w_out,
+                      bias):
+    """float64 (n, d): tanh(h @ w_self + mean over operands of h @ w_in + mean over users
+    of h @ w_out + bias) for h float64 (n, d); operands and users as CSR; a node without
+    operands (users) gets zero from that side."""
+    n, d = h.shape
+    out = np.empty((n, d), dtype=np.float64)
+    for v in prange(n):
+        inbound = np.zeros(d)
+        outbound = np.zeros(d)
+        count_in = operand_ptr[v + 1] - operand_ptr[v]
+        for e in range(operand_ptr[v], operand_ptr[v + 1]):
+            for f in range(d):
+                inbound[f] += h[operand_idx[e], f]
+        count_out = user_ptr[v + 1] - user_ptr[v]
+        for e in range(user_ptr[v], user_ptr[v + 1]):
+            for f in range(d):
+                outbound[f] += h[user_idx[e], f]
+        for f in range(d):
+            if count_in > 0:
+                inbound[f] /= count_in
+            if count_out > 0:
+                outbound[f] /= count_out
+        for g in range(d):
+            acc = bias[g]
+            for f in range(d):
+                acc += h[v, f] * w_self[f, g] + inbound[f] * w_in[f, g] + outbound[f] * w_out[f, g]
+            out[v, g] = np.tanh(acc)
+    return out

@@ -22,7 +22,7 @@ from xlarank import __version__
 from xlarank.atomic import atomic_dir
 from xlarank.data.collections import get_collection
 from xlarank.errors import MismatchError, SpecError, XlarankError
-from xlarank.features.spec import FeatureSpec
+from xlarank.features.spec import DEFAULT_GNN, FeatureSpec
 from xlarank.files import read_structured
 from xlarank.frame import FrameMeta, group_sizes
 from xlarank.rank.labels import N_GRADES, log_slowdown, ranking_target, relevance_grades
@@ -190,8 +190,9 @@ class Ranker:
     @property
     def feature_spec(self) -> FeatureSpec:
         """The spec to featurize new graphs with; its hash is the one the model saw."""
-        spec = FeatureSpec(self.card["features"]["name"], tuple(self.card["features"]["families"]),
-                           self.card["features"].get("k", 2))
+        features = self.card["features"]
+        spec = FeatureSpec(features["name"], tuple(features["families"]), features.get("k", 2),
+                           features.get("gnn", DEFAULT_GNN))
         if spec.hash != self.card["features"]["hash"]:
             raise MismatchError(f"model's feature spec (hash {self.card['features']['hash']}) "
                                 f"is not this xlarank's (hash {spec.hash}); retrain the model")

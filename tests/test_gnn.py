@@ -1,0 +1,151 @@
+"""The gnn family: kernels against plain references, columns, weights, specs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import naive
+from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.errors import SpecError
+from xlarank.features import featurize_graph, load_feature_spec
+from xlarank.features.embedding import (HEAD_DIM, TILE_DIM, WEIGHT_SHAPES, GnnWeights,
+                                        gnn_column_names, load_weights, node_embeddings,
+                                        random_weights, save_weights)
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = load_feature_spec(ROOT / "features" / "default.toml")
+
+
+def random_graph(rng, n):
+    node_feat = np.zeros((n, 140), dtype=np.float32)
+    node_feat[:, 21:27] = rng.integers(0, 300, (n, 6))
+    node_feat[np.arange(n), rng.integers(2, 21, n)] = 1
+    node_feat[:, 134:140] = rng.integers(0, 6, (n, 6))
+    opcode = rng.integers(0, 120, n).astype(np.uint8)
+    consumers = rng.integers(1, max(n, 2), 3 * n) % n
+    edges = np.stack([consumers, rng.integers(0, n, 3 * n)], axis=1)
+    return node_feat, opcode, edges.astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_embeddings_match_networkx_on_random_graphs(seed):
+    rng = np.random.default_rng(seed)
+    node_feat, opcode, edges = random_graph(rng, int(rng.integers(2, 60)))
+    weights = random_weights(seed)
+    np.testing.assert_allclose(node_embeddings(node_feat, opcode, edges, weights),
+                               naive.gnn_node_embeddings(node_feat, opcode, edges, weights),
+                               atol=1e-10)
+
+
+def test_embeddings_match_networkx_on_real_samples(samples):
+    weights = random_weights(0)
+    for path in samples:
+        graph = load_graph(path, configs=False)
+        if graph.n_nodes > 3000:
+            continue  # the networkx loop is slow; the small samples cover both kinds
+        np.testing.assert_allclose(
+            node_embeddings(graph.node_feat, graph.node_opcode, graph.edge_index, weights),
+            naive.gnn_node_embeddings(graph.node_feat, graph.node_opcode, graph.edge_index,
+                                      weights), atol=1e-10)
+
+
+def test_gnn_columns_vary_between_configs_and_follow_duplicates(samples):
+    spec = DEFAULT.with_gnn()
+    path = next(p for p in samples if p.stem == "unet3d")
+    graph = load_graph(path)
+    block = featurize_graph(graph, spec)
+    names = gnn_column_names(False)
+    assert len(names) == 2 * HEAD_DIM and list(block.columns[-len(names):]) == names
+    values = block[names].to_numpy()
+    assert len(np.unique(values.round(6), axis=0)) > 10
+    flat = graph.node_config_feat.reshape(graph.n_configs, -1)
+    _, first, inverse = np.unique(flat, axis=0, return_index=True, return_inverse=True)
+    np.testing.assert_array_equal(values, values[first[inverse.reshape(-1)]])
+    # The rest of the frame is the default spec's.
+    np.testing.assert_array_equal(block.drop(columns=names).to_numpy(),
+                                  featurize_graph(graph, DEFAULT).to_numpy())
+
+
+def test_tile_gnn_columns(tiny_data):
+    spec = DEFAULT.with_gnn()
+    path = sorted((tiny_data / "npz" / "tile" / "xla" / "train").glob("*.npz"))[0]
+    graph = load_graph(path)
+    assert isinstance(graph, TileGraph)
+    block = featurize_graph(graph, spec)
+    values = block[gnn_column_names(True)].to_numpy()
+    assert values.shape == (graph.n_configs, TILE_DIM) and np.all(np.abs(values) <= 1)
+    assert np.isfinite(values).all() and values.std(axis=0).max() > 0
+
+
+def test_spec_hash_and_weights_files(tmp_path):
+    spec = DEFAULT.with_gnn()
+    assert "gnn" in spec.families and spec.hash != DEFAULT.hash
+    assert DEFAULT.with_gnn("random:1").hash != spec.hash
+    weights = random_weights(5)
+    path = tmp_path / "w.npz"
+    save_weights(weights, path)
+    from_file = DEFAULT.with_gnn(str(path))
+    loaded = load_weights(str(path))
+    for key in WEIGHT_SHAPES:
+        np.testing.assert_array_equal(loaded[key], weights[key])
+    hash_before = from_file.hash
+    save_weights(random_weights(6), path)
+    assert DEFAULT.with_gnn(str(path)).hash != hash_before  # other content, other features
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, head=np.zeros((2, 2)))
+    with pytest.raises(SpecError, match="opcode_embedding"):
+        load_weights(str(bad))
+    text = tmp_path / "s.toml"
+    text.write_text('families = ["config_raw", "gnn"]\ngnn = "random:x"\n')
+    with pytest.raises(SpecError, match="seed"):
+        load_feature_spec(text)
+    text.write_text('families = ["config_raw", "gnn"]\ngnn = "w.npz"\n')
+    assert load_feature_spec(text).gnn == str(path)
+
+
+def test_random_weights_are_seeded():
+    a, b, c = random_weights(3), random_weights(3), random_weights(4)
+    assert all(np.array_equal(a[k], b[k]) for k in WEIGHT_SHAPES)
+    assert not np.array_equal(a["head"], c["head"])
+    assert isinstance(a, GnnWeights)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_layout_embedding_join_matches_pandas(seed):
+    from xlarank.features.embedding import LAYOUT_POSITIONS
+    from xlarank.kernels.configs import layout_embedding_join, layout_embedding_table
+
+    rng = np.random.default_rng(seed)
+    nc = int(rng.integers(1, 9))
+    configs = rng.integers(-1, 6, (int(rng.integers(1, 12)), nc, 18)).astype(np.int8)
+    heads = rng.normal(size=(nc, 5))
+    tables = rng.normal(size=(len(LAYOUT_POSITIONS), 7, 5))
+    paired = layout_embedding_table(heads, tables)
+    np.testing.assert_allclose(layout_embedding_join(configs, paired, LAYOUT_POSITIONS),
+                               naive.layout_embedding_join(configs, heads, tables,
+                                                           LAYOUT_POSITIONS), rtol=1e-5)
+
+
+def test_featurize_cli_embedding_switch(tiny_data, tmp_path):
+    from typer.testing import CliRunner
+
+    from xlarank.cli import app
+    from xlarank.frame import read_frame
+
+    runner = CliRunner()
+    out = tmp_path / "f.parquet"
+    result = runner.invoke(app, ["featurize", str(tiny_data), "--collection",
+                                 "layout-xla-random", "--split", "valid", "--embedding", "gnn",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    table, meta = read_frame(out)
+    assert "gnn" in meta.spec["families"] and meta.spec["gnn"] == "random:0"
+    assert [c for c in table.columns if c.startswith("e_gnn")] == gnn_column_names(False)
+    result = runner.invoke(app, ["featurize", str(tiny_data), "--embedding", "gnn",
+                                 "--gnn-weights", str(tmp_path / "missing.npz"),
+                                 "--out-dir", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "missing.npz" in result.output
+    assert not (tmp_path / "x").exists()
