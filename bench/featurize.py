@@ -6,6 +6,8 @@ the plain reference implementation (tests/naive.py, networkx k-hop), measured on
 of configs and of configurable nodes and scaled linearly to the whole graph (the reference
 is per config and per node, so it scales linearly; running it whole would take hours).
 
+Also the cost of the optional gnn family: featurize time with and without it, alternated.
+
 Each measurement runs in its own process so peak RSS is its own. Peak RSS is reported as
 the rise over the process's RSS after imports and a warm-up on a tiny graph (Numba compile
 cache loaded), next to the decompressed size of node_config_feat.
@@ -46,11 +48,18 @@ def measure_decompress(path: str) -> dict:
             "node_config_feat_mib": arrays["node_config_feat"].nbytes / 2**20}
 
 
-def measure_featurize(path: str) -> dict:
+def measure_featurize_gnn(path: str) -> dict:
+    """As `measure_featurize`, with the gnn family (random weights) added to the spec."""
+    return measure_featurize(path, gnn=True)
+
+
+def measure_featurize(path: str, gnn: bool = False) -> dict:
     from xlarank.data.graph import load_graph
     from xlarank.features import featurize_graph, load_feature_spec
 
     spec = load_feature_spec(ROOT / "features" / "default.toml")
+    if gnn:
+        spec = spec.with_gnn()
     warm = sorted((ROOT.parent / "shared" / "tpugraphs" / "npz" / "layout").rglob("*.npz"))
     if warm:
         featurize_graph(load_graph(min(warm, key=lambda p: p.stat().st_size), configs=False), spec)
@@ -128,6 +137,11 @@ def main() -> None:
         decompress = min((d for d, _ in pairs), key=lambda r: r["seconds"])
         featurize = min((f for _, f in pairs), key=lambda r: r["seconds"])
         pair_ratios = sorted(f["seconds"] / d["seconds"] for d, f in pairs)
+        # The gnn family's cost: pairs of runs with and without it, alternated.
+        gnn_pairs = [(in_subprocess("featurize", path), in_subprocess("featurize_gnn", path))
+                     for _ in range(max(3, args.repeat // 2))]
+        plain = min(p["seconds"] for p, _ in gnn_pairs)
+        with_gnn = min(g["seconds"] for _, g in gnn_pairs)
         reference = in_subprocess("reference", path)
         record = {
             "file": path,
@@ -139,6 +153,10 @@ def main() -> None:
             "peak_rss_rise_over_config_mib": featurize["peak_rss_rise_mib"]
                                              / decompress["node_config_feat_mib"],
             "speedup_over_reference": reference["seconds"] / featurize["seconds"],
+            "gnn": {"featurize_seconds": plain, "featurize_with_gnn_seconds": with_gnn,
+                    "overhead": with_gnn / plain - 1.0,
+                    "overhead_per_pair": sorted(g["seconds"] / p["seconds"] - 1.0
+                                                for p, g in gnn_pairs)},
         }
         results.append(record)
         print(f"{path}: featurize {featurize['seconds']:.2f}s = "
@@ -147,7 +165,8 @@ def main() -> None:
               f"{pair_ratios[-1]:.2f}x, median {pair_ratios[len(pair_ratios) // 2]:.2f}x); peak RSS rise {featurize['peak_rss_rise_mib']:.0f} MiB"
               f" = {record['peak_rss_rise_over_config_mib']:.2f}x node_config_feat "
               f"({decompress['node_config_feat_mib']:.0f} MiB); "
-              f"{record['speedup_over_reference']:.0f}x faster than the reference")
+              f"{record['speedup_over_reference']:.0f}x faster than the reference; "
+              f"gnn family adds {record['gnn']['overhead']:+.0%}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": {"cpus": __import__("os").cpu_count(),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import naive
+from xlarank.data.collections import get_collection, split_files
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.errors import SpecError
 from xlarank.features import featurize_graph, load_feature_spec
@@ -149,3 +151,61 @@ def test_featurize_cli_embedding_switch(tiny_data, tmp_path):
                                  "--out-dir", str(tmp_path / "x")])
     assert result.exit_code == 2 and "missing.npz" in result.output
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("slug", ["layout-xla-random", "tile-xla"])
+def test_torch_model_computes_the_featurized_columns(tiny_data, tmp_path, slug):
+    pytest.importorskip("torch")  # in the dev extras, so CI runs this
+    from xlarank.features.gnn_train import GnnModel, graph_batch
+
+    collection = get_collection(slug)
+    path = split_files(tiny_data, collection, "train")[0]
+    weights = random_weights(11)
+    save_weights(weights, tmp_path / "w.npz")
+    spec = DEFAULT.with_gnn(str(tmp_path / "w.npz"))
+    batch = graph_batch(path, collection, spec.k, 10**9, np.random.default_rng(0))
+    model = GnnModel(weights, len(gnn_column_names(collection.is_tile)), 0)
+    columns = model.columns(batch).detach().numpy()
+    block = featurize_graph(load_graph(path), spec)
+    np.testing.assert_allclose(columns, block[gnn_column_names(collection.is_tile)].to_numpy(),
+                               atol=1e-6)
+
+
+def test_gnn_train_cli_weights_train_and_travel_with_the_model(tiny_data, tmp_path):
+    pytest.importorskip("torch")
+    from typer.testing import CliRunner
+
+    from xlarank.cli import app
+    from xlarank.frame import read_frame
+    from xlarank.rank.model import load_ranker, load_ranker_spec, train_ranker
+
+    runner = CliRunner()
+    weights = tmp_path / "gnn.npz"
+    result = runner.invoke(app, ["gnn-train", str(tiny_data), "--collection",
+                                 "layout-xla-random", "--out", str(weights), "--epochs", "3"])
+    assert result.exit_code == 0, result.output
+    trained = load_weights(str(weights))
+    assert not np.array_equal(trained["head"], random_weights(0)["head"])
+    frames = {}
+    for split in ("train", "valid"):
+        out = tmp_path / f"{split}.parquet"
+        result = runner.invoke(app, ["featurize", str(tiny_data), "--collection",
+                                     "layout-xla-random", "--split", split, "--embedding",
+                                     "gnn", "--gnn-weights", str(weights), "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        frames[split] = read_frame(out)
+    train, meta = frames["train"]
+    spec = load_ranker_spec(ROOT / "models" / "layout-xla-random.toml")
+    spec = dataclasses.replace(spec, features=meta.spec["name"], num_rounds=10)
+    ranker = train_ranker(train, meta, spec)
+    ranker.save(tmp_path / "model")
+    weights.unlink()  # the model carries its own copy
+    again = load_ranker(tmp_path / "model")
+    assert (tmp_path / "model" / "gnn_weights.npz").exists()
+    assert again.feature_spec.hash == meta.spec_hash
+    valid, valid_meta = frames["valid"]
+    again.check_frame(valid_meta)
+    path = split_files(tiny_data, get_collection("layout-xla-random"), "valid")[0]
+    block = featurize_graph(load_graph(path), again.feature_spec)
+    rows = valid[valid["graph_id"] == block["graph_id"].iloc[0]]
+    np.testing.assert_allclose(again.predict(block), again.predict(rows.reset_index(drop=True)))

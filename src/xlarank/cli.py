@@ -195,6 +195,36 @@ def featurize(
                               soft_wrap=True)
 
 
+@app.command("gnn-train")
+def gnn_train(
+    data: Annotated[Path, typer.Argument(help="Dataset root (holding npz/).")],
+    collection: Annotated[str, typer.Option(help="The collection whose train split is used.")],
+    out: Annotated[Path, typer.Option(help="Weights .npz to write.")],
+    epochs: Annotated[int, typer.Option(min=1, help="Passes over the training graphs.")] = 5,
+    configs_per_graph: Annotated[int, typer.Option(min=2, help="Configs sampled per graph.")] = 64,
+    k: Annotated[int, typer.Option(min=0, max=8, help="Pruning radius (hops), as the "
+                                   "feature spec's k.")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed of the start weights and sampling.")] = 0,
+) -> None:
+    """Train the gnn family's weights with a pairwise ranking loss (needs torch:
+    pip install 'xlarank[gnn]'); featurize with them by --gnn-weights, without torch."""
+    from xlarank.features.embedding import save_weights
+    from xlarank.features.gnn_train import train_gnn_weights
+
+    with _user_errors():
+        chosen = get_collection(collection)
+        files = split_files(data, chosen, "train")
+        if not files:
+            raise XlarankError(f"{data}: no npz files for {chosen.id} train")
+        with _progress("gnn epochs", epochs) as tick:
+            weights, history = train_gnn_weights(
+                files, chosen, k, seed, epochs, configs_per_graph,
+                on_epoch=lambda epoch, loss: tick(Path(str(epoch))))
+        save_weights(weights, out)
+    console.print(f"trained gnn weights on {len(files)} {chosen.id} graphs, pairwise loss "
+                  f"{history[0]:.4f} -> {history[-1]:.4f} -> {out}")
+
+
 @app.command()
 def train(
     frame: Annotated[Path, typer.Argument(help="Training frame (parquet from featurize).")],

@@ -85,10 +85,19 @@ def _per_graph_plot(per_graph: dict[str, pd.DataFrame], main: str, metric: str, 
     fig = _figure(8, max(3.0, min(0.22 * len(graphs) + 1.2, 14)))
     ax = fig.add_subplot()
     y = np.arange(len(graphs))
-    ax.barh(y, order[metric].to_numpy(), color="#3b75af", label=main)
-    for name, marker in zip([n for n in per_graph if n != main], "o^sdv"):
-        other = per_graph[name].set_index("graph_id")[metric].reindex(graphs)
-        ax.plot(other.to_numpy(), y, marker, markersize=4, linestyle="none", label=name)
+    values = order[metric].to_numpy()
+    ax.barh(y, values, color="#3b75af", label=main)
+    # The axis covers the main model; a peer far below it is drawn at the left edge.
+    low = min(0.0, float(np.nanmin(values)) if len(values) else 0.0) - 0.1
+    high = max(1.0, float(np.nanmax(values)) if len(values) else 1.0) + 0.05
+    others = [n for n in per_graph if n != main]
+    for k, (name, marker) in enumerate(zip(others, "o^sdv")):
+        other = per_graph[name].set_index("graph_id")[metric].reindex(graphs).to_numpy()
+        clipped = other < low
+        ax.plot(np.where(clipped, low, other), y, marker, color=f"C{k + 1}", markersize=4,
+                linestyle="none", label=name + (" (left edge: below the axis)"
+                                                if clipped.any() else ""))
+    ax.set_xlim(low, high)
     ax.set_yticks(y, graphs if len(graphs) <= 60 else [""] * len(graphs), fontsize=7)
     ax.set_xlabel(label)
     ax.axvline(0, color="black", linewidth=0.6)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import zlib
 import time
 from dataclasses import asdict, dataclass, field
@@ -36,6 +37,7 @@ OBJECTIVES = {
 # Pointwise objectives regress -log_slowdown; the others rank graded configs per graph.
 POINTWISE = ("regression", "reg:squarederror")
 MAX_GRADES = 1000
+GNN_WEIGHTS_FILE = "gnn_weights.npz"
 # LightGBM refuses queries of more than 10,000 rows.
 MAX_GROUP_ROWS = 10_000
 
@@ -182,6 +184,8 @@ class Ranker:
 
     card: dict
     booster: object
+    # Where the ranker was loaded from: a weights file the card names relative to it.
+    directory: Path | None = None
 
     @property
     def feature_names(self) -> list[str]:
@@ -192,7 +196,7 @@ class Ranker:
         """The spec to featurize new graphs with; its hash is the one the model saw."""
         features = self.card["features"]
         spec = FeatureSpec(features["name"], tuple(features["families"]), features.get("k", 2),
-                           features.get("gnn", DEFAULT_GNN))
+                           self._gnn_source() or DEFAULT_GNN)
         if spec.hash != self.card["features"]["hash"]:
             raise MismatchError(f"model's feature spec (hash {self.card['features']['hash']}) "
                                 f"is not this xlarank's (hash {spec.hash}); retrain the model")
@@ -239,13 +243,27 @@ class Ranker:
                                                                   fill_value=0.0)
         return series.sort_values(ascending=False)
 
+    def _gnn_source(self) -> str | None:
+        """The gnn weights the features need: random:SEED, or a file's full path."""
+        source = self.card["features"].get("gnn")
+        if source is None or source.startswith("random:") or Path(source).is_absolute():
+            return source
+        return str((self.directory or Path(".")) / source)
+
     def save(self, directory: str | Path) -> Path:
-        """Write model file and card; the directory is replaced whole, never half-updated."""
+        """Write model file and card (and trained gnn weights, copied beside them, so the
+        model scores without the original file); the directory is replaced whole."""
         directory = Path(directory)
+        card = self.card
+        source = self._gnn_source() if "gnn" in card["features"]["families"] else None
         with atomic_dir(directory) as tmp:
             # XGBoost picks its format from the suffix: model.json is JSON.
-            self.booster.save_model(str(tmp / self.card["model_file"]))
-            (tmp / "card.json").write_text(json.dumps(self.card, indent=2) + "\n")
+            self.booster.save_model(str(tmp / card["model_file"]))
+            if source is not None and not source.startswith("random:"):
+                shutil.copyfile(source, tmp / GNN_WEIGHTS_FILE)
+                card = {**card, "features": {**card["features"], "gnn": GNN_WEIGHTS_FILE}}
+            (tmp / "card.json").write_text(json.dumps(card, indent=2) + "\n")
+        self.card, self.directory = card, directory
         return directory
 
 
@@ -272,7 +290,7 @@ def load_ranker(directory: str | Path):
 
         booster = xgb.Booster()
         booster.load_model(str(model_file))
-    return Ranker(card=card, booster=booster)
+    return Ranker(card=card, booster=booster, directory=directory)
 
 
 def train_ranker(frame: pd.DataFrame, meta: FrameMeta, spec: RankerSpec,
