@@ -29,7 +29,7 @@ from xlarank.kernels.graph import (column_mean_max, csr_by_row, khop_sums, khop_
 
 KEY_COLUMNS = ("graph_id", "config_index", "runtime", "normalizer")
 # int8 configs gathered before the per-config kernels run on them.
-FEATURE_BATCH_BYTES = 2 << 20
+FEATURE_BATCH_BYTES = 1 << 20
 PARAMETER_OPCODE = 63
 
 # node_feat columns summarised per graph: shape dims, their sum and product, tuple size,
