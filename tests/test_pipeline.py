@@ -168,7 +168,7 @@ def test_feature_spec_k_and_bad_specs(tmp_path):
     k1, k3 = load_feature_spec(tmp_path / "k1.toml"), load_feature_spec(tmp_path / "k3.toml")
     assert (k1.k, k3.k) == (1, 3) and k1.hash != k3.hash
     for text, message in [(base + "k = -1\n", "'k'"), (base + "radius = 2\n", "unknown keys"),
-                          ('families = ["graph", "gnn"]\n', "unknown feature families"),
+                          ('families = ["graph", "transformer"]\n', "unknown feature families"),
                           ("families = [\n", "not valid TOML")]:
         (tmp_path / "bad.toml").write_text(text)
         with pytest.raises(SpecError, match=message):
