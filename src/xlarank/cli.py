@@ -165,10 +165,9 @@ def featurize(
             if not weights.startswith("random:"):
                 weights = str(Path(weights).resolve())
             feature_spec = feature_spec.with_gnn(weights)
-            feature_spec.hash  # a missing weights file stops here, before any work
             from xlarank.features.embedding import load_weights
 
-            load_weights(feature_spec.gnn)
+            load_weights(feature_spec.gnn)  # a bad weights file stops here, before any work
         splits = list(SPLITS) if split == "all" else [split]
         jobs = [(c, s, split_files(data, c, s)) for c in _collections(collection) for s in splits]
         jobs = [j for j in jobs if j[2]]

@@ -39,8 +39,10 @@ class ReportInputs:
     seed: int = 0
 
 
-def metrics_table(inputs: ReportInputs) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    """(one row per system with mean metrics, per-graph metrics of each system)."""
+def metrics_table(inputs: ReportInputs
+                  ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame], dict[str, np.ndarray]]:
+    """(one row per system with mean metrics, per-graph metrics of each system, each
+    system's scores float64 (n_rows,))."""
     is_tile = get_collection(inputs.meta.collection).is_tile
     scores = {name: model.predict(inputs.frame) for name, model in inputs.models.items()}
     scores["peer: random"] = random_scores(inputs.frame, inputs.seed)
@@ -48,7 +50,7 @@ def metrics_table(inputs: ReportInputs) -> tuple[pd.DataFrame, dict[str, pd.Data
         scores["peer: keep the default layout"] = default_layout_scores(inputs.frame)
     per_graph = {name: per_graph_metrics(inputs.frame, s, is_tile) for name, s in scores.items()}
     rows = [{"system": name, **summarize(table)} for name, table in per_graph.items()]
-    return pd.DataFrame(rows), per_graph
+    return pd.DataFrame(rows), per_graph, scores
 
 
 def write_report(inputs: ReportInputs, out_dir: str | Path, scatter_graphs: int = 4) -> Path:
@@ -59,12 +61,12 @@ def write_report(inputs: ReportInputs, out_dir: str | Path, scatter_graphs: int 
     metric = headline_metric(is_tile)
     label = "1 - slowdown@5" if is_tile else "Kendall tau"
     main_name, main_model = next(iter(inputs.models.items()))
-    table, per_graph = metrics_table(inputs)
+    table, per_graph, scores = metrics_table(inputs)
     out_dir = Path(out_dir)
     with atomic_dir(out_dir) as tmp:
         table.to_csv(tmp / "metrics.csv", index=False)
         _per_graph_plot(per_graph, main_name, metric, label).savefig(tmp / IMAGES[0], dpi=110)
-        _scatter_plot(inputs.frame, main_model.predict(inputs.frame), is_tile,
+        _scatter_plot(inputs.frame, scores[main_name], is_tile,
                       scatter_graphs).savefig(tmp / IMAGES[1], dpi=110)
         _importance_plot(main_model.importance()).savefig(tmp / IMAGES[2], dpi=110)
         _learning_plot(inputs, main_model, is_tile, metric, label).savefig(tmp / IMAGES[3],

@@ -18,6 +18,8 @@ import pandas as pd
 
 from xlarank.data.graph import (MAX_OPCODE, SHAPE_DIM_COLUMNS, LayoutGraph, TileGraph,
                                 config_blocks)
+from xlarank.features.embedding import (LAYOUT_POSITIONS, gnn_column_names, layout_node_heads,
+                                        load_weights, tile_columns)
 from xlarank.features.spec import FeatureSpec
 from xlarank.kernels.configs import (LAYOUT_JOINED_NAMES, TILE_JOINED_NAMES,
                                      layout_changed_aggregates, layout_embedding_join,
@@ -72,8 +74,6 @@ def feature_names(spec: FeatureSpec, is_tile: bool) -> list[str]:
             names += [f"k_changed_{agg}_{stat}" for agg in ("sum", "mean", "max")
                       for stat in KHOP_STATS]
         elif family == "gnn":
-            from xlarank.features.embedding import gnn_column_names
-
             names += gnn_column_names(is_tile)
     return names
 
@@ -182,8 +182,6 @@ class LayoutContext:
                         else (None, 0.0))
         gnn = None
         if "gnn" in spec.families:
-            from xlarank.features.embedding import layout_node_heads, load_weights
-
             weights = load_weights(spec.gnn)
             gnn = layout_embedding_table(layout_node_heads(graph, spec.k, weights),
                                          weights["layout_table"])
@@ -204,8 +202,6 @@ class LayoutContext:
                 blocks.append(np.full((len(configs), 1), self.pruned_frac, dtype=np.float32))
                 blocks.append(layout_changed_aggregates(configs, self.layouts, self.khop))
             elif family == "gnn":
-                from xlarank.features.embedding import LAYOUT_POSITIONS
-
                 blocks.append(layout_embedding_join(configs, self.gnn, LAYOUT_POSITIONS))
         return (np.hstack(blocks).astype(np.float32, copy=False) if blocks
                 else np.zeros((len(configs), 0), dtype=np.float32))
@@ -284,17 +280,16 @@ def tile_config_features(graph: TileGraph, spec: FeatureSpec) -> tuple[np.ndarra
     renumber = np.empty_like(order)
     renumber[order] = np.arange(len(order))
     configs = graph.config_feat[first[order]]
+    joined = (tile_joined(graph, configs)
+              if {"config_joined", "gnn"} & set(spec.families) else None)
     blocks = []
     for family in spec.families:
         if family == "config_raw":
             blocks.append(configs)
         elif family == "config_joined":
-            blocks.append(tile_joined(graph, configs))
+            blocks.append(joined)
         elif family == "gnn":
-            from xlarank.features.embedding import load_weights, tile_columns
-
-            blocks.append(tile_columns(graph, tile_joined(graph, configs),
-                                       load_weights(spec.gnn)))
+            blocks.append(tile_columns(graph, joined, load_weights(spec.gnn)))
     table = (np.hstack(blocks).astype(np.float32, copy=False) if blocks
              else np.zeros((len(configs), 0), dtype=np.float32))
     return table, renumber[distinct_of.reshape(-1)]

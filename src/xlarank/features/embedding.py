@@ -24,7 +24,6 @@ columns' signed log1p, / 10, so products of dims (up to ~1e12) stay within a few
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,19 +98,21 @@ def save_weights(weights: GnnWeights, path: str | Path) -> None:
         np.savez(handle, **weights.arrays)
 
 
-_CACHE: dict[str, GnnWeights] = {}
+_CACHE: dict[tuple, GnnWeights] = {}
 
 
 def load_weights(source: str) -> GnnWeights:
     """The weights a spec names: "random:SEED" or a .npz path (checked against
-    WEIGHT_SHAPES). Cached per process by source and, for files, content hash."""
+    WEIGHT_SHAPES). Cached per process by source and, for files, the file's identity
+    (inode, size, mtime), so featurizing graph after graph does not read it again."""
     if source.startswith("random:"):
-        key = source
+        key: tuple = (source,)
     else:
         try:
-            key = source + ":" + hashlib.sha256(Path(source).read_bytes()).hexdigest()
+            stat = Path(source).stat()
         except OSError as exc:
             raise SpecError(f"{source}: gnn weights cannot be read ({exc.strerror})") from None
+        key = (source, stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if key not in _CACHE:
         _CACHE[key] = (random_weights(int(source.split(":", 1)[1]))
                        if source.startswith("random:") else _read_weights(Path(source)))

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from xlarank.data.collections import Collection
-from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks, load_graph
 from xlarank.errors import XlarankError
 from xlarank.features.embedding import (LAYOUT_POSITIONS, NODE_INPUT_COLUMNS, WEIGHT_SHAPES,
                                         GnnWeights, gnn_column_names, random_weights)
@@ -50,7 +50,9 @@ def graph_batch(path: Path, collection: Collection, k: int, configs_per_graph: i
     ``allowed`` (config indices; all when None), or None when they hold fewer than two
     distinct runtimes."""
     torch = _torch()
-    graph = load_graph(path, collection)
+    # Layout configs are streamed, keeping only the sampled rows: a graph's whole config
+    # tensor can be gigabytes.
+    graph = load_graph(path, collection, configs=False)
     pool = np.arange(graph.n_configs) if allowed is None else np.asarray(allowed)
     keep = np.sort(rng.choice(pool, min(len(pool), configs_per_graph), replace=False))
     target = graph.config_runtime[keep].astype(np.float64)
@@ -62,7 +64,7 @@ def graph_batch(path: Path, collection: Collection, k: int, configs_per_graph: i
         from xlarank.features.prune import prune_graph
 
         pruned, _ = prune_graph(graph, k)
-        choice = torch.as_tensor(graph.node_config_feat[keep][:, :, LAYOUT_POSITIONS]
+        choice = torch.as_tensor(sampled_layout_configs(graph, keep)[:, :, LAYOUT_POSITIONS]
                                  .astype(np.int64) + 1)
         config_ids = torch.as_tensor(pruned.node_config_ids.copy())
         source = pruned
@@ -78,6 +80,19 @@ def graph_batch(path: Path, collection: Collection, k: int, configs_per_graph: i
         consumers=torch.as_tensor(source.edge_index[:, 0].copy()),
         producers=torch.as_tensor(source.edge_index[:, 1].copy()),
         config_ids=config_ids, choice=choice, target=torch.as_tensor(target))
+
+
+def sampled_layout_configs(graph: LayoutGraph, keep: np.ndarray) -> np.ndarray:
+    """int8 (len(keep), nc, 18): the configs at the sorted indices ``keep``, read block by
+    block."""
+    parts, start = [], 0
+    with config_blocks(graph) as blocks:
+        for block, _ in blocks:
+            inside = keep[(keep >= start) & (keep < start + len(block))]
+            if len(inside):
+                parts.append(block[inside - start])
+            start += len(block)
+    return np.concatenate(parts)
 
 
 class GnnModel:

@@ -69,7 +69,8 @@ class Ensemble:
 
     def importance(self) -> pd.Series:
         """Mean over members of each member's gains as shares of its total, largest first."""
-        shares = [m.importance() / max(m.importance().sum(), 1e-300) for m in self.members]
+        gains = [m.importance() for m in self.members]
+        shares = [g / max(g.sum(), 1e-300) for g in gains]
         return pd.concat(shares, axis=1).fillna(0.0).mean(axis=1).sort_values(ascending=False)
 
     def save(self, directory: str | Path) -> Path:

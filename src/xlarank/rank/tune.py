@@ -72,7 +72,7 @@ def tune_spec(train: pd.DataFrame, meta: FrameMeta, valid: pd.DataFrame, spec: R
     draws = [{}] + list(ParameterSampler(space, n_iter=max(trials - 1, 0), random_state=seed))
     started = time.perf_counter()
     rows, best, best_value = [], spec, float("-inf")
-    for number, draw in enumerate(draws[:max(trials, 1)]):
+    for number, draw in enumerate(draws):
         candidate = apply_draw(spec, draw)
         began = time.perf_counter()
         ranker = train_ranker(train, meta, candidate)
