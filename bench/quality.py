@@ -239,7 +239,11 @@ def main() -> None:
     started = time.perf_counter()
     synth = synthetic(args.data, args.work, list(range(args.seeds)))
     real = unet3d(args.samples, args.work, list(range(args.unet3d_seeds)))
+    generator = args.data / "synth.json"
     record = {"synthetic": {"data": f"synthetic: {args.data} (xlarank synth), valid split",
+                            # The preset, seed and sizes the data was made with.
+                            "generator": (json.loads(generator.read_text())
+                                          if generator.exists() else None),
                             "seeds": args.seeds, "results": synth, "targets": targets(synth)},
               "unet3d": real, "seconds": round(time.perf_counter() - started, 1)}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -143,7 +143,10 @@ BENCH_GRAPH = SynthSize((0, 0, 0), (0, 0, 1), (2, 2), (1, 1), (40_000, 40_000), 
 
 PRESETS = {
     "tiny": SynthSize((6, 3, 2), (4, 2, 2), (2, 12), (8, 30), (40, 120), (4, 12), (12, 40)),
-    "demo": SynthSize((400, 100, 10), (30, 8, 3), (2, 30), (20, 120), (200, 800), (16, 60),
+    # Tile kernels sized like the real ones (a few to a few hundred nodes, a few to thousands
+    # of configs; FORMAT.md): with a few dozen configs per kernel the top five are nearly
+    # always good, so tile quality could not be told apart from the noise floor.
+    "demo": SynthSize((400, 100, 10), (30, 8, 3), (2, 300), (2, 8000), (200, 800), (16, 60),
                       (80, 300)),
     "small": SynthSize((400, 60, 20), (40, 8, 4), (2, 60), (20, 400), (500, 3000), (30, 200),
                        (200, 1500)),
