@@ -280,8 +280,8 @@ def config_blocks(graph: LayoutGraph, block_bytes: int | None = None
             _fail(graph.path, "node_config_feat: changed since the file was loaded")
         int8_block_bytes = rows * graph.n_configurable * N_LAYOUT_CONFIG_FEATURES
         depth = max(1, READ_AHEAD_BYTES // max(1, int8_block_bytes))
-        # The thread inflates and narrows (serial kernels); Numba's parallel kernels,
-        # hashing included, stay on this thread.
+        # The thread inflates and narrows; hashing and the per-config kernels stay on
+        # this thread.
         with ReadAhead(_narrowed(graph.path, npz.iter_rows("node_config_feat", rows)),
                        depth) as blocks:
             yield ((block, config_row_hashes(block)) for block in blocks)

@@ -532,12 +532,13 @@ def make_tile_file(path: Path, seed: int, split: str, index: int, size: SynthSiz
     n_configs = draw_size(rng, size.tile_configs)
     configs = generate_tile_configs(rng, out_dims, n_configs)
     inputs = program.opcode == PARAMETER
+    contractions = int(np.isin(program.opcode, (CONVOLUTION, DOT)).sum())
     kernel = TileKernel(
         out_dims=out_dims, element_bytes=int(program.element_bytes[out]),
         n_operands=int(inputs.sum()) + 1,
-        intensity=1.0 + float(np.isin(program.opcode, (CONVOLUTION, DOT)).sum()) * 4.0,
+        intensity=1.0 + contractions * 4.0,
         input_bytes=float(program.bytes[inputs].sum()),
-        contracts=bool(np.isin(program.opcode, (CONVOLUTION, DOT)).any()),
+        contracts=contractions > 0,
         n_nodes=len(program.opcode))
     runtime = tile_runtime(kernel, configs, rng)
     normalizer = tile_runtime(kernel, configs[:1], rng)[0]

@@ -152,6 +152,7 @@ def node_embeddings(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: 
 def layout_node_heads(graph: LayoutGraph, k: int, weights: GnnWeights) -> np.ndarray:
     """float64 (nc, HEAD_DIM): each configurable node's projected embedding, computed on
     the graph pruned to the configurable nodes' k-hop neighbourhoods."""
+    # Imported here: prune needs build, which imports this module.
     from xlarank.features.prune import prune_graph
 
     pruned, _ = prune_graph(graph, k)

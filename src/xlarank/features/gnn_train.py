@@ -18,8 +18,11 @@ import numpy as np
 from xlarank.data.collections import Collection
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks, load_graph
 from xlarank.errors import XlarankError
-from xlarank.features.embedding import (LAYOUT_POSITIONS, NODE_INPUT_COLUMNS, WEIGHT_SHAPES,
-                                        GnnWeights, gnn_column_names, random_weights)
+from xlarank.features.build import tile_joined
+from xlarank.features.embedding import (LAYOUT_POSITIONS, N_LAYERS, NODE_INPUT_COLUMNS,
+                                        WEIGHT_SHAPES, GnnWeights, gnn_column_names,
+                                        random_weights)
+from xlarank.features.prune import prune_graph
 
 
 def _torch():
@@ -61,16 +64,12 @@ def graph_batch(path: Path, collection: Collection, k: int, configs_per_graph: i
     if len(np.unique(target)) < 2:
         return None
     if isinstance(graph, LayoutGraph):
-        from xlarank.features.prune import prune_graph
-
         pruned, _ = prune_graph(graph, k)
         choice = torch.as_tensor(sampled_layout_configs(graph, keep)[:, :, LAYOUT_POSITIONS]
                                  .astype(np.int64) + 1)
         config_ids = torch.as_tensor(pruned.node_config_ids.copy())
         source = pruned
     else:
-        from xlarank.features.build import tile_joined
-
         choice = torch.as_tensor(tile_joined(graph, graph.config_feat[keep]) / 10.0,
                                  dtype=torch.float64)
         config_ids, source = None, graph
@@ -119,7 +118,7 @@ class GnnModel:
         ones = torch.ones(len(batch.consumers), dtype=torch.float64)
         in_count = torch.zeros(n, dtype=torch.float64).index_add(0, batch.consumers, ones)
         out_count = torch.zeros(n, dtype=torch.float64).index_add(0, batch.producers, ones)
-        for layer in range(2):
+        for layer in range(N_LAYERS):
             inbound = torch.zeros_like(h).index_add(0, batch.consumers, h[batch.producers])
             outbound = torch.zeros_like(h).index_add(0, batch.producers, h[batch.consumers])
             inbound = inbound / in_count.clamp(min=1.0)[:, None]
@@ -188,4 +187,3 @@ def train_gnn_weights(files: list[Path], collection: Collection, k: int = 2, see
         if on_epoch is not None:
             on_epoch(epoch, history[-1])
     return model.weights(), history
-

@@ -20,9 +20,10 @@ FAMILIES = {
     "config_joined": "configs joined with the graph's shapes: padding, alignment, relayouts",
     "khop": "layout: k-hop neighbourhoods of the configurable nodes whose layout a config "
             "changes (size, bytes, rank, op mix), and the pruned graph's size",
-    "gnn": "a small message-passing network's node embeddings over the pruned graph, "
-           "pooled over the configurable nodes a config changes (tile: joined with the "
-           "tile features); weights from `gnn` (random:SEED, or a weights .npz)",
+    "gnn": "a small message-passing network's node embeddings over the pruned graph: "
+           "layout, each configurable node's embedding modulated by the config's layout "
+           "of it, mean and max over those nodes; tile, joined with the tile features; "
+           "weights from `gnn` (random:SEED, or a weights .npz)",
 }
 DEFAULT_GNN = "random:0"
 

@@ -220,7 +220,7 @@ def tile_config_joined(config_feat, out_dims, element_bytes, n_operands, input_b
 def config_to_int8(block):
     """Validate and narrow float32 configs (b, nc, 18) to int8 in one pass.
 
-    Serial: it runs in the config reading thread, beside the caller's parallel kernels.
+    It runs in the config reading thread, beside the caller's work on the previous block.
 
     Returns (int8 array of the same shape, ok). ok is False if any value is NaN, infinite,
     fractional or outside -1..5.
