@@ -71,7 +71,7 @@ def valid_metric(ranker, frames, spec_name):
 @pytest.mark.parametrize("spec_file", ["lgbm.toml", "xgb.toml"])
 def test_training_within_local_run_to_run_noise(frames, spec_dir, client, spec_file):
     """Tolerance: the Dask model's validation tau lies within the range of the local
-    engine's over four seeds, widened by half that range. Data-parallel boosting builds
+    engine's over four seeds, widened by that range. Data-parallel boosting builds
     histograms from per-worker shards, so its trees are not the local ones; what must hold
     is that the difference is no larger than the seed-to-seed difference."""
     spec = load_ranker_spec(spec_dir / spec_file)
@@ -88,7 +88,7 @@ def test_training_within_local_run_to_run_noise(frames, spec_dir, client, spec_f
     assert ranker.card["training_data"] == same_seed.card["training_data"]
     dask = valid_metric(ranker, frames, name)
     low, high = min(local), max(local)
-    margin = max((high - low) / 2, 0.02)
+    margin = max(high - low, 0.05)
     assert low - margin <= dask <= high + margin, (dask, local)
 
 

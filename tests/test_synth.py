@@ -8,10 +8,30 @@ import numpy as np
 import pytest
 
 from xlarank.data.collections import COLLECTIONS, split_files
+from xlarank.data.config_stats import config_stats, layout_config_stats
 from xlarank.data.graph import LayoutGraph, load_graph
-from xlarank.data.synth import (PRESETS, default_layouts, generate_program, layout_runtime,
+from xlarank.data.synth import (COPY_NS_PER_BYTE, NS_PER_BYTE, OP_WEIGHT, PRESETS, Program,
+                                default_layouts, draw_unmodelled_costs, effective_minor_pair,
+                                generate_program, layout_cost_terms, layout_runtime,
                                 layout_setting, make_layout_file, pad_factor, synth_dataset)
 from xlarank.errors import XlarankError
+
+# Layout config statistics of the real samples (FORMAT.md, "Layout configs as they really
+# are", measured per file on the real layout samples). Generated files must fall in these
+# ranges, widened by the stated tolerance: a few dozen demo configs per file make the
+# shares noisier than on 1,000-config real files.
+REAL_OUT_FIXED2 = (0.55, 0.95)   # share of (config, node) outputs fixing exactly 2 positions
+REAL_OUT_NONE = (0.03, 0.42)     # ... fixing none (all -1)
+REAL_DISTINCT_PER_NODE = (1.375, 2.0)  # distinct output layouts per node (unet3d 1.375)
+REAL_DUPLICATE_RATE = (0.0, 0.45)      # 1 - distinct / configs (unet3d 0.41)
+REAL_SPREAD = (1.02, 3.05)             # max / min runtime
+REAL_REPEAT_TAU = (0.6, 0.95)          # Kendall tau of two measurements (unet3d 0.82)
+SHARE_TOL = 0.06
+DISTINCT_TOL = 0.15
+SPREAD_RANGE = (1.01, 3.5)
+# Per file, tau is measured on as few as 10 repeated configs (standard error ~0.2): the
+# per-file range is wide, the mean over files is held to the real range.
+REPEAT_TAU_RANGE = (0.3, 1.0)
 
 
 def test_tree_has_all_collections_and_loads(tiny_data):
@@ -69,25 +89,24 @@ def test_pad_factor_rule():
 
 def test_layout_cost_grows_with_relayouts():
     rng = np.random.default_rng(0)
-    program = generate_program(rng, 300)
+    program = generate_program(rng, 300, layout=True)
     setting = layout_setting(program)
     nc = len(setting.config_ids)
     assert nc > 0
     defaults = default_layouts(program.rank)
+    # The real encoding: the two minor-most positions fixed, -1 after.
     keep = np.full((1, nc, 18), -1, dtype=np.int8)
     for j, node in enumerate(setting.config_ids):
-        keep[0, j, :6] = defaults[node]
+        keep[0, j, :2] = defaults[node][:2]
         for slot, src in ((6, setting.input_src[j]), (12, setting.kernel_src[j])):
-            if src >= 0 and program.rank[src] > 0:
-                keep[0, j, slot:slot + 6] = defaults[src]
-    # Reading every first operand in a reversed layout forces copies.
+            if src >= 0:
+                keep[0, j, slot:slot + 2] = defaults[src][:2]
+    # Reading every first operand of rank >= 2 in the swapped pair forces copies.
     flipped = keep.copy()
     for j, src in enumerate(setting.input_src):
-        r = int(program.rank[src]) if src >= 0 else 0
-        if r >= 2:
-            flipped[0, j, 6:6 + r] = defaults[src][:r][::-1]
-    quiet = np.random.default_rng(1)
-    base = layout_runtime(program, setting, keep, quiet)[0]
+        if src >= 0 and program.rank[src] >= 2:
+            flipped[0, j, 6:8] = defaults[src][:2][::-1]
+    base = layout_runtime(program, setting, keep, np.random.default_rng(1))[0]
     slower = layout_runtime(program, setting, flipped, np.random.default_rng(1))[0]
     assert slower > base
 
@@ -118,3 +137,196 @@ def test_tile_cost_depends_on_the_kernel_not_the_tile_alone():
     # More fused nodes cost more per tile: the many-tile config loses more.
     slower = runtime(contracts=False, n_nodes=50) - plain
     assert slower[1] > slower[0] > slower[2] > 0
+
+
+# ---------------------------------------------------------------- real layout statistics
+
+
+def _sample(samples, rel):
+    matches = [p for p in samples if p.as_posix().endswith(rel)]
+    assert matches, f"sample {rel} missing"
+    return matches[0]
+
+
+def test_config_stats_on_real_samples(samples):
+    """Pins the measuring code on the figures FORMAT.md gives for the real samples."""
+    unet = layout_config_stats(_sample(samples, "layout/xla/default/train/unet3d.npz"))
+    assert unet["n_configs"] == 1159 and unet["n_configurable"] == 56
+    np.testing.assert_allclose(unet["out_fixed_share"], [0.033, 0.021, 0.946, 0.0], atol=2e-3)
+    np.testing.assert_allclose(unet["in_fixed_share"], [0.054, 0.0, 0.946, 0.0], atol=2e-3)
+    np.testing.assert_allclose(unet["kernel_fixed_share"], [0.054, 0.0, 0.946, 0.0], atol=2e-3)
+    assert unet["out_distinct_per_node"] == pytest.approx(1.375)
+    np.testing.assert_allclose(unet["rank_share"], [0, 3 / 56, 0, 0, 0, 53 / 56, 0])
+    assert unet["duplicate_rate"] == pytest.approx(1 - 681 / 1159)
+    assert unet["runtime_spread"] == pytest.approx(3.05, abs=0.01)
+    assert unet["repeat_tau"] == pytest.approx(0.82, abs=0.01)
+
+    rnn = layout_config_stats(
+        _sample(samples, "layout/xla/random/train/openai_v0_rnn_optimized.npz"))
+    assert rnn["n_configs"] == 20 and rnn["out_distinct_per_node"] == 1.0
+    assert rnn["duplicate_rate"] == pytest.approx(0.95) and rnn["repeat_tau"] is None
+
+    tests = [p for p in samples if "/layout/" in p.as_posix() and p.parent.name == "test"]
+    assert len(tests) == 4
+    for path in tests:
+        stats = layout_config_stats(path)
+        assert stats["runtime_spread"] is None and stats["repeat_tau"] is None
+        assert 0.74 <= stats["out_fixed_share"][2] <= 0.96
+        assert 0.03 <= stats["out_fixed_share"][0] <= 0.18
+        assert 1.97 <= stats["out_distinct_per_node"] <= 2.0
+        assert stats["duplicate_rate"] <= 0.014
+
+
+def _dominant_share(configs):
+    """Mean over nodes with more than one output value of the most common value's share."""
+    shares = []
+    for j in range(configs.shape[1]):
+        _, counts = np.unique(configs[:, j, 0:6], axis=0, return_counts=True)
+        if len(counts) > 1:
+            shares.append(counts.max() / counts.sum())
+    return float(np.mean(shares))
+
+
+@pytest.fixture(scope="module")
+def generated_layout_files(tmp_path_factory):
+    """12 demo-sized layout files, three per layout collection (both searches); about 40%
+    of files draw almost no duplicates, so 12 leave a few with repeats to measure."""
+    folder = tmp_path_factory.mktemp("layout-stats")
+    files = []
+    for i in range(12):
+        collection = COLLECTIONS[1 + i % 4]
+        path = folder / "npz" / collection.folder / "train" / f"g{i}.npz"
+        make_layout_file(path, collection, 0, "train", i, PRESETS["demo"])
+        files.append((collection.search, path))
+    return files
+
+
+def test_generated_layout_files_have_real_statistics(generated_layout_files):
+    stats = [(search, layout_config_stats(path)) for search, path in generated_layout_files]
+    for _, st in stats:
+        out = st["out_fixed_share"]
+        assert REAL_OUT_FIXED2[0] - SHARE_TOL <= out[2] <= REAL_OUT_FIXED2[1] + SHARE_TOL, st
+        assert REAL_OUT_NONE[0] - 0.03 <= out[0] <= REAL_OUT_NONE[1] + SHARE_TOL, st
+        assert out[1] + out[3] <= 0.2, st  # 1, 3 or 4 fixed positions are rare
+        assert st["in_fixed_share"][2] >= REAL_OUT_FIXED2[0] - SHARE_TOL, st
+        # Kernel layouts fix 0 or 2 positions.
+        assert st["kernel_fixed_share"][1] == 0 and st["kernel_fixed_share"][3] == 0, st
+        lo, hi = REAL_DISTINCT_PER_NODE
+        assert lo - DISTINCT_TOL <= st["out_distinct_per_node"] <= hi + DISTINCT_TOL, st
+        assert sum(st["rank_share"][2:5]) >= 0.5, st  # ranks 2-4 dominate
+        assert st["rank_share"][6] == 0, st
+        assert REAL_DUPLICATE_RATE[0] <= st["duplicate_rate"] <= REAL_DUPLICATE_RATE[1] + 0.05
+        assert SPREAD_RANGE[0] <= st["runtime_spread"] <= SPREAD_RANGE[1], st
+        if st["repeat_tau"] is not None:
+            assert REPEAT_TAU_RANGE[0] <= st["repeat_tau"] <= REPEAT_TAU_RANGE[1], st
+    # Across files: the means sit inside the real ranges, every rank 0-5 occurs somewhere,
+    # and some files have enough repeated configs to measure their agreement.
+    mean = lambda key, i: np.mean([st[key][i] for _, st in stats])  # noqa: E731
+    assert REAL_OUT_FIXED2[0] <= mean("out_fixed_share", 2) <= REAL_OUT_FIXED2[1]
+    assert REAL_OUT_NONE[0] <= mean("out_fixed_share", 0) <= REAL_OUT_NONE[1]
+    assert all(max(st["rank_share"][r] for _, st in stats) > 0 for r in range(6))
+    taus = [st["repeat_tau"] for _, st in stats if st["repeat_tau"] is not None]
+    assert len(taus) >= 2 and REAL_REPEAT_TAU[0] <= np.mean(taus) <= REAL_REPEAT_TAU[1]
+    spreads = [st["runtime_spread"] for _, st in stats]
+    assert min(spreads) < 1.5 < max(spreads)
+    assert REAL_SPREAD[0] <= np.mean(spreads) <= REAL_SPREAD[1]
+
+
+def test_default_search_has_a_dominant_option_random_does_not(generated_layout_files):
+    """FORMAT.md: in default search one option dominates per node (978 vs 22 configs), in
+    random search options are near-uniform."""
+    shares = {"default": [], "random": []}
+    for search, path in generated_layout_files:
+        graph = load_graph(path)
+        shares[search].append(_dominant_share(graph.node_config_feat))
+    assert min(shares["default"]) > 0.75 and max(shares["random"]) < 0.7, shares
+
+
+def test_config_stats_of_arrays_match_the_file(generated_layout_files):
+    """Stats of the float32 arrays as written equal those of the file read as int8."""
+    _, path = generated_layout_files[0]
+    with np.load(path) as npz:
+        arrays = config_stats(npz["node_feat"], npz["node_config_ids"],
+                              npz["node_config_feat"], npz["config_runtime"])
+    assert arrays == layout_config_stats(path)
+
+
+# ---------------------------------------------------------------- cost model terms
+
+
+def _tiny_program():
+    """param [7, 256], param [256, 128] -> dot [7, 128] -> transpose [128, 7] -> root.
+    The dot's dim 1 (128) is lane-aligned, its dim 0 (7) is not."""
+    shapes = [[7, 256], [256, 128], [7, 128], [128, 7], []]
+    dims = np.zeros((5, 6), dtype=np.int64)
+    for i, shape in enumerate(shapes):
+        dims[i, :len(shape)] = shape
+    return Program(opcode=np.array([63, 63, 34, 98, 100]), dims=dims,
+                   rank=np.array([len(s) for s in shapes]),
+                   element_col=np.full(5, 13), element_bytes=np.full(5, 4),
+                   operands=[[], [], [0, 1], [2], [3]])
+
+
+def _config(dot_out, dot_in, dot_kernel, tr_out, tr_in):
+    c = np.full((1, 2, 18), -1, dtype=np.int8)
+    for j, slot, value in ((0, 0, dot_out), (0, 6, dot_in), (0, 12, dot_kernel),
+                           (1, 0, tr_out), (1, 6, tr_in)):
+        c[0, j, slot:slot + len(value)] = value
+    return c
+
+
+def test_effective_minor_pair():
+    prefix = np.full((5, 6), -1, dtype=np.int8)
+    prefix[0, :2] = [4, 0]
+    prefix[2, :1] = [0]
+    prefix[3, :1] = [2]
+    rank = np.array([5, 3, 3, 3, 0])
+    assert effective_minor_pair(prefix, rank).tolist() == [[4, 0], [2, 1], [0, 2], [2, 1],
+                                                           [-1, -1]]
+
+
+def test_cost_terms_do_what_the_docstring_says():
+    program = _tiny_program()
+    setting = layout_setting(program)
+    assert setting.config_ids.tolist() == [2, 3]
+    table = draw_unmodelled_costs(np.random.default_rng(0), program, setting)
+
+    def terms(*layouts):
+        return layout_cost_terms(program, setting, _config(*layouts), table)[0]
+
+    default = terms([1, 0], [1, 0], [1, 0], [1, 0], [1, 0])
+    dot_bytes, param_bytes = 7 * 128 * 4, 7 * 256 * 4
+    # (a) Swapping the dot's minor pair puts the unaligned dim (7) minor: padding to 128.
+    # The transpose reads what the dot produces, so no copy either way.
+    swapped = terms([0, 1], [1, 0], [1, 0], [1, 0], [0, 1])
+    dot_cost = dot_bytes * OP_WEIGHT[34] * NS_PER_BYTE
+    assert default[1] == swapped[1] == 0
+    assert swapped[0] - default[0] == pytest.approx(dot_cost * (128 / 7 - 8 / 7))
+    # (b) Reading an operand in another layout than it is produced in costs a copy of the
+    # operand: the transpose reading the swapped dot output in the default pair, or the
+    # dot reading its (unconfigurable) parameter in the swapped pair.
+    stale = terms([0, 1], [1, 0], [1, 0], [1, 0], [1, 0])
+    assert stale[1] == pytest.approx(COPY_NS_PER_BYTE * dot_bytes)
+    assert stale[0] == swapped[0] and stale[2] == swapped[2]
+    param = terms([1, 0], [0, 1], [1, 0], [1, 0], [1, 0])
+    assert param[1] == pytest.approx(COPY_NS_PER_BYTE * param_bytes)
+    # A full order with the same two minor-most dims is the same layout.
+    assert terms([1, 0], [1, 0, -1], [1, 0], [1, 0], [1, 0]).tolist() == default.tolist()
+    # (c) Not fixing anything is the default layout: same cost in every term.
+    unfixed = terms([], [], [], [], [])
+    assert unfixed.tolist() == default.tolist()
+    # The unmodelled cost is per (node, effective layout): the swap changes it.
+    assert swapped[2] != default[2] and default[2] > 0
+
+
+def test_generated_runtimes_hold_spread_and_vary_with_the_flips(generated_layout_files):
+    for search, path in generated_layout_files:
+        graph = load_graph(path)
+        flat = graph.node_config_feat.reshape(graph.n_configs, -1)
+        _, inverse = np.unique(flat, axis=0, return_inverse=True)
+        runtime = graph.config_runtime.astype(float)
+        # Repeated configs differ by noise only: far less than configs differ overall.
+        means = np.bincount(inverse.ravel(), runtime) / np.bincount(inverse.ravel())
+        within = np.abs(runtime - means[inverse.ravel()]).mean()
+        between = np.abs(runtime - runtime.mean()).mean()
+        assert within < 0.5 * between, (search, within, between)

@@ -1,0 +1,108 @@
+"""File-level statistics of layout configs, to compare generated files with real ones.
+
+FORMAT.md ("Layout configs as they really are") describes the real layout configs by a few
+numbers: how many positions a layout fixes, how many distinct output layouts a node takes,
+the tensor ranks of configurable nodes, duplicates, runtime spread and how well two
+measurements of the same config agree. `layout_config_stats` measures them on one file;
+`config_stats` on arrays already in memory (e.g. a generated file before it is written).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import kendalltau
+
+from xlarank.data.graph import LayoutGraph, load_graph
+from xlarank.errors import XlarankError
+
+SHAPE_DIMS = slice(21, 27)
+# Column blocks of node_config_feat (FORMAT.md).
+OUTPUT, INPUT, KERNEL = slice(0, 6), slice(6, 12), slice(12, 18)
+# repeat_tau is None below this many configs measured at least twice.
+MIN_REPEATED = 10
+
+
+def layout_config_stats(path: str | Path) -> dict:
+    """Statistics of one layout npz file; see `config_stats`. The file is read with
+    `load_graph`, which streams the configs into int8 (a quarter of the float32 size)."""
+    graph = load_graph(path)
+    if not isinstance(graph, LayoutGraph):
+        raise XlarankError(f"{path}: not a layout file")
+    return config_stats(graph.node_feat, graph.node_config_ids, graph.node_config_feat,
+                        graph.config_runtime)
+
+
+def config_stats(node_feat: np.ndarray, config_ids: np.ndarray, configs: np.ndarray,
+                 runtime: np.ndarray) -> dict:
+    """Statistics of a layout file's configs.
+
+    node_feat (n, 140); config_ids int (nc,); configs (c, nc, 18) of any numeric dtype
+    holding the integers -1..5; runtime int (c,), all zero when unlabelled.
+
+    Returns a dict with:
+      n_configs, n_configurable;
+      out_fixed_share, in_fixed_share, kernel_fixed_share: shares of (config, node) pairs
+        whose output (0-5), input (6-11), kernel (12-17) layout fixes 0, 1, 2, 3+ positions
+        (positions >= 0), 4 floats each;
+      out_distinct_per_node: mean over configurable nodes of the number of distinct output
+        layouts across the configs;
+      rank_share: share of configurable nodes of tensor rank 0..6 (rank = count of
+        node_feat[:, 21:27] > 0; 6 is the most node_feat holds, unseen in the samples),
+        7 floats;
+      duplicate_rate: 1 - distinct configs / configs;
+      runtime_spread: max / min runtime, None if unlabelled;
+      repeat_tau: Kendall tau between the first and second measurement of each config
+        measured at least twice, None if unlabelled or fewer than 10 such configs.
+    """
+    c, nc = configs.shape[0], configs.shape[1]
+    cfg = np.asarray(configs).astype(np.int8, copy=False)
+    stats: dict = {"n_configs": int(c), "n_configurable": int(nc)}
+    for name, cols in (("out", OUTPUT), ("in", INPUT), ("kernel", KERNEL)):
+        fixed = (cfg[:, :, cols] >= 0).sum(axis=2).clip(max=3)
+        counts = np.bincount(fixed.ravel(), minlength=4).astype(np.float64)
+        stats[f"{name}_fixed_share"] = (counts / max(1, fixed.size)).tolist()
+    stats["out_distinct_per_node"] = (float(_distinct_per_node(cfg[:, :, OUTPUT]).mean())
+                                      if nc and c else 0.0)
+    rank = (np.asarray(node_feat)[np.asarray(config_ids), SHAPE_DIMS] > 0).sum(axis=1)
+    stats["rank_share"] = (np.bincount(rank, minlength=7) / max(1, nc)).tolist()
+    first, group = _row_groups(cfg.reshape(c, -1))
+    stats["duplicate_rate"] = 1.0 - len(first) / c if c else 0.0
+    runtime = np.asarray(runtime)
+    labelled = bool(runtime.any())
+    stats["runtime_spread"] = (float(runtime.max() / max(1, runtime.min())) if labelled
+                               else None)
+    stats["repeat_tau"] = _repeat_tau(group, runtime) if labelled else None
+    return stats
+
+
+def _distinct_per_node(layouts: np.ndarray) -> np.ndarray:
+    """int64 (nc,): distinct layouts per node of layouts int8 (c, nc, 6), values -1..5."""
+    digits = (layouts.astype(np.int64) + 1) * (7 ** np.arange(6))
+    codes = np.sort(digits.sum(axis=2), axis=0)
+    return 1 + (np.diff(codes, axis=0) != 0).sum(axis=0)
+
+
+def _row_groups(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first index of each distinct row, group id of each row) of int8 rows (c, w)."""
+    if flat.shape[0] == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    view = np.ascontiguousarray(flat).view(np.dtype((np.void, flat.shape[1])))[:, 0]
+    _, first, group = np.unique(view, return_index=True, return_inverse=True)
+    return first, group.ravel()
+
+
+def _repeat_tau(group: np.ndarray, runtime: np.ndarray) -> float | None:
+    """Kendall tau of first vs second measurement (in file order) of repeated configs."""
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    sizes = np.diff(np.r_[starts, len(g)])
+    repeated = starts[sizes >= 2]
+    if len(repeated) < MIN_REPEATED:
+        return None
+    a = runtime[order[repeated]].astype(np.float64)
+    b = runtime[order[repeated + 1]].astype(np.float64)
+    tau = kendalltau(a, b).statistic
+    return None if not np.isfinite(tau) else float(tau)
