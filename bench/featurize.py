@@ -92,7 +92,7 @@ def measure_reference(path: str, sample_configs: int = 40, sample_nodes: int = 4
     start = time.perf_counter()
     naive.layout_config_means(configs)
     naive.layout_config_joined(configs, context.dims, context.nbytes, context.layouts,
-                               context.operand_pos, context.operand_info)
+                               context.operand_pos, context.operand_info, context.operand_dims)
     naive.layout_changed_aggregates(configs, context.layouts, context.khop)
     per_config = (time.perf_counter() - start) / len(configs)
     seeds = graph.node_config_ids[:sample_nodes]

@@ -33,28 +33,69 @@ def _pad(size: float, multiple: int) -> float:
     return 1.0 if size <= 0 else math.ceil(size / multiple) * multiple / size
 
 
-def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos, operand_info):
+def effective_layout(config_out: np.ndarray, default: np.ndarray) -> np.ndarray:
+    """A node's output layout (6,) under a config: the config where it fixes a position
+    (>= 0), the default elsewhere."""
+    return np.where(config_out >= 0, config_out, default)
+
+
+def keeps_default(config_out: np.ndarray, default: np.ndarray) -> bool:
+    fixed = config_out >= 0
+    return bool((config_out[fixed] == default[fixed]).all())
+
+
+def _pad_of(dims_row, layout):
+    minor = dims_row[layout[0]] if layout[0] >= 0 else 1
+    second = dims_row[layout[1]] if layout[1] >= 0 else 1
+    return _pad(minor, 128) * _pad(second, 8), minor, second
+
+
+def _relayout_list(layouts, j, default_layout, operand_pos, operand_info):
+    """Bytes of node j's operand reads whose fixed positions differ from how it is made."""
+    moved = []
+    for slot in range(2):
+        pos = operand_pos[j, slot]
+        if pos == -2:
+            continue
+        read = layouts[j, 6 + 6 * slot: 12 + 6 * slot]
+        made = (effective_layout(layouts[pos, :6], default_layout[pos]) if pos >= 0
+                else np.asarray(operand_info[j, slot, 1:]))
+        fixed = read >= 0
+        if (read[fixed].astype(np.float64) != np.asarray(made, np.float64)[fixed]).any():
+            moved.append(operand_info[j, slot, 0])
+    return moved
+
+
+def _read_pad(layouts, j, slot, default_layout, operand_pos, operand_info, operand_dims):
+    """Pad ratio of node j's operand in the layout it is read in (1 without an operand)."""
+    pos = operand_pos[j, slot]
+    if pos == -2:
+        return 1.0
+    made = (effective_layout(layouts[pos, :6], default_layout[pos]) if pos >= 0
+            else np.asarray(operand_info[j, slot, 1:]).astype(np.int64))
+    read = layouts[j, 6 + 6 * slot: 12 + 6 * slot]
+    layout = np.where(read >= 0, read, made).astype(np.int64)
+    return _pad_of(operand_dims[j, slot], layout)[0]
+
+
+def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos, operand_info,
+                         operand_dims):
     """Per config, per node, in plain Python; mirrors the kernel's documented meaning."""
     c, nc, _ = configs.shape
-    out = np.zeros((c, 10))
+    out = np.zeros((c, 11))
     total = float(sum(node_bytes))
     for i in range(c):
         layouts = configs[i]
-        keeps = [bool((layouts[j, :6] == default_layout[j]).all()) for j in range(nc)]
-        minor = [dims[j, layouts[j, 0]] if layouts[j, 0] >= 0 else 1 for j in range(nc)]
-        second = [dims[j, layouts[j, 1]] if layouts[j, 1] >= 0 else 1 for j in range(nc)]
-        ratio = [_pad(minor[j], 128) * _pad(second[j], 8) for j in range(nc)]
+        keeps = [keeps_default(layouts[j, :6], default_layout[j]) for j in range(nc)]
+        pads = [_pad_of(dims[j], effective_layout(layouts[j, :6], default_layout[j]))
+                for j in range(nc)]
+        ratio = [p[0] for p in pads]
+        minor = [p[1] for p in pads]
+        second = [p[2] for p in pads]
         waste = [node_bytes[j] * (ratio[j] - 1) for j in range(nc)]
         relayouts = []
         for j in range(nc):
-            for slot in range(2):
-                pos = operand_pos[j, slot]
-                read = layouts[j, 6 + 6 * slot: 12 + 6 * slot]
-                if pos == -2 or read[0] < 0:
-                    continue
-                made = layouts[pos, :6] if pos >= 0 else operand_info[j, slot, 1:]
-                if not np.array_equal(read.astype(np.float64), np.asarray(made, np.float64)):
-                    relayouts.append(operand_info[j, slot, 0])
+            relayouts += _relayout_list(layouts, j, default_layout, operand_pos, operand_info)
         out[i, 0] = sum(keeps) / nc if nc else 0.0
         if total > 0:
             out[i, 1] = sum(b for b, k in zip(node_bytes, keeps) if k) / total
@@ -66,6 +107,33 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
         out[i, 7] = math.log1p(sum(relayouts))
         out[i, 8] = len(relayouts)
         out[i, 9] = math.log1p(max(relayouts, default=0.0))
+        out[i, 10] = math.log1p(sum(
+            operand_info[j, slot, 0] * (_read_pad(layouts, j, slot, default_layout, operand_pos,
+                                                  operand_info, operand_dims) - 1)
+            for j in range(nc) for slot in range(2)))
+    return out
+
+
+def layout_node_slots(configs, slots, dims, default_layout, operand_pos, operand_info,
+                      operand_dims):
+    """Per config, per slot: changed, fixed count, pad ratio, input and kernel read pad
+    ratios, log1p relayout bytes."""
+    c = configs.shape[0]
+    out = np.zeros((c, 6 * len(slots)))
+    for i in range(c):
+        layouts = configs[i]
+        for k, j in enumerate(slots):
+            if j < 0:
+                continue
+            out[i, 6 * k] = 0.0 if keeps_default(layouts[j, :6], default_layout[j]) else 1.0
+            out[i, 6 * k + 1] = int((layouts[j, :6] >= 0).sum())
+            out[i, 6 * k + 2] = _pad_of(dims[j],
+                                        effective_layout(layouts[j, :6], default_layout[j]))[0]
+            for slot in range(2):
+                out[i, 6 * k + 3 + slot] = _read_pad(layouts, j, slot, default_layout,
+                                                     operand_pos, operand_info, operand_dims)
+            out[i, 6 * k + 5] = math.log1p(sum(_relayout_list(layouts, j, default_layout,
+                                                              operand_pos, operand_info)))
     return out
 
 
@@ -143,7 +211,8 @@ def layout_changed_aggregates(configs, default_layout, weights):
     w = weights.shape[1]
     out = np.zeros((c, 3 * w))
     for i in range(c):
-        changed = [j for j in range(nc) if not np.array_equal(configs[i, j, :6], default_layout[j])]
+        changed = [j for j in range(nc)
+                   if not keeps_default(configs[i, j, :6], default_layout[j])]
         if changed:
             out[i, :w] = weights[changed].sum(axis=0)
             out[i, w:2 * w] = weights[changed].mean(axis=0)

@@ -7,8 +7,9 @@ import pytest
 
 import naive
 from xlarank.data.graph import MAX_OPCODE, LayoutGraph, TileGraph, load_graph
-from xlarank.features.build import default_layout, node_shapes, operand_tables
-from xlarank.kernels.configs import layout_config_joined, layout_config_means, tile_config_joined
+from xlarank.features.build import default_layout, node_shapes, node_slots, operand_tables
+from xlarank.kernels.configs import (layout_config_joined, layout_config_means, layout_node_slots,
+                                     tile_config_joined)
 from xlarank.kernels.graph import column_mean_max, csr_by_row, opcode_histogram
 
 SEEDS = range(8)
@@ -53,11 +54,12 @@ def random_layout_inputs(rng, c, nc):
     operand_pos = rng.integers(-2, nc, size=(nc, 2)).astype(np.int64)
     operand_info = np.concatenate([rng.uniform(0, 1e5, (nc, 2, 1)),
                                    rng.integers(-1, 4, (nc, 2, 6)).astype(np.float64)], axis=2)
+    operand_dims = rng.choice([0, 1, 3, 7, 8, 128, 256], size=(nc, 2, 6)).astype(np.int64)
     # Make some configs copy the default and some reads match what was made.
     configs[0, :, :6] = default
     if nc:
         configs[1 % c, :, 6:12] = configs[1 % c, np.clip(operand_pos[:, 0], 0, None), :6]
-    return configs, dims, node_bytes, default, operand_pos, operand_info
+    return configs, dims, node_bytes, default, operand_pos, operand_info, operand_dims
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -69,6 +71,67 @@ def test_layout_kernels_random(seed):
                                naive.layout_config_means(inputs[0]), rtol=1e-6)
     np.testing.assert_allclose(layout_config_joined(*inputs),
                                naive.layout_config_joined(*inputs), rtol=1e-5, atol=1e-6)
+    slots = rng.integers(-1, max(nc, 1), size=5).astype(np.int64) if nc else np.full(5, -1)
+    configs, dims, _, default, pos, info, operand_dims = inputs
+    slot_inputs = (configs, slots, dims, default, pos, info, operand_dims)
+    np.testing.assert_allclose(layout_node_slots(*slot_inputs),
+                               naive.layout_node_slots(*slot_inputs), rtol=1e-5, atol=1e-6)
+
+
+def test_real_encoding_compares_fixed_positions_only():
+    # A real config fixes the two minor-most positions (-1 elsewhere): against a full
+    # default layout it keeps the default exactly when the fixed prefix agrees.
+    dims = np.array([[7, 128, 0, 0, 0, 0]])
+    default = np.array([[1, 0, -1, -1, -1, -1]], dtype=np.int8)
+    configs = np.full((3, 1, 18), -1, dtype=np.int8)
+    configs[0, 0, :2] = [1, 0]   # the default prefix: minor dim 128, second 7
+    configs[1, 0, :2] = [0, 1]   # swapped: minor 7 pads to 128
+    # configs[2] fixes nothing: the compiler keeps the default
+    no_operands = np.full((1, 2), -2, dtype=np.int64)
+    info = np.zeros((1, 2, 7))
+    operand_dims = np.zeros((1, 2, 6), dtype=np.int64)
+    joined = layout_config_joined(configs, dims, np.array([100.0]), default, no_operands, info,
+                                  operand_dims)
+    assert joined[:, 0].tolist() == [1.0, 0.0, 1.0]
+    assert joined[0, 4] == joined[2, 4] == pytest.approx(8 / 7)
+    assert joined[1, 4] == pytest.approx(128 / 7)
+    slots = layout_node_slots(configs, np.array([0, -1]), dims, default, no_operands, info,
+                              operand_dims)
+    np.testing.assert_allclose(slots[:, :6], [[0, 2, 8 / 7, 1, 1, 0], [1, 2, 128 / 7, 1, 1, 0],
+                                              [0, 0, 8 / 7, 1, 1, 0]], rtol=1e-6)
+    assert not slots[:, 6:].any()
+
+
+def test_operand_read_layout_pads_and_relayouts():
+    # A convolution reads its input (dims 2 x 128) as made ([1, 0]: minor 128) or swapped
+    # ([0, 1]: minor 2, padded to 128); the swapped read also costs a relayout.
+    dims = np.array([[4, 128, 0, 0, 0, 0]])
+    default = np.array([[1, 0, -1, -1, -1, -1]], dtype=np.int8)
+    operand_pos = np.array([[-1, -2]], dtype=np.int64)
+    info = np.zeros((1, 2, 7))
+    info[0, 0] = [1000.0, 1, 0, -1, -1, -1, -1]
+    operand_dims = np.zeros((1, 2, 6), dtype=np.int64)
+    operand_dims[0, 0, :2] = [2, 128]
+    configs = np.full((2, 1, 18), -1, dtype=np.int8)
+    configs[:, 0, :2] = [1, 0]
+    configs[0, 0, 6:8] = [1, 0]
+    configs[1, 0, 6:8] = [0, 1]
+    joined = layout_config_joined(configs, dims, np.array([10.0]), default, operand_pos, info,
+                                  operand_dims)
+    assert joined[:, 8].tolist() == [0.0, 1.0]  # relayout_count
+    # As made: minor 128 (no padding), second-minor 2 padded to 8: 4x. Swapped: minor 2
+    # padded to 128: 64x, second-minor 128 needs none.
+    assert joined[0, 10] == pytest.approx(np.log1p(1000.0 * (4 - 1)))
+    assert joined[1, 10] == pytest.approx(np.log1p(1000.0 * (64 - 1)))
+    slots = layout_node_slots(configs, np.array([0]), dims, default, operand_pos, info,
+                              operand_dims)
+    assert slots[:, 3].tolist() == pytest.approx([4.0, 64.0])
+    assert slots[:, 5].tolist() == pytest.approx([0.0, np.log1p(1000.0)])
+
+
+def test_node_slots_order_by_bytes_then_position():
+    assert node_slots(np.array([5.0, 9.0, 5.0, 1.0]), 6).tolist() == [1, 0, 2, 3, -1, -1]
+    assert node_slots(np.array([3.0, 2.0, 1.0]), 2).tolist() == [0, 1]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -103,9 +166,9 @@ def test_tile_kernel_hand_worked():
 def layout_inputs(graph: LayoutGraph):
     dims, rank, nbytes = node_shapes(graph.node_feat)
     layouts = default_layout(graph.node_feat, rank)
-    pos, info = operand_tables(graph, rank, nbytes, layouts)
+    pos, info, operand_dims = operand_tables(graph, dims, rank, nbytes, layouts)
     ids = graph.node_config_ids
-    return graph.node_config_feat, dims[ids], nbytes[ids], layouts[ids], pos, info
+    return graph.node_config_feat, dims[ids], nbytes[ids], layouts[ids], pos, info, operand_dims
 
 
 def test_operand_tables_match_pandas_reference(samples):
@@ -114,7 +177,9 @@ def test_operand_tables_match_pandas_reference(samples):
         if not isinstance(graph, LayoutGraph):
             continue
         _, rank, nbytes = node_shapes(graph.node_feat)
-        pos, info = operand_tables(graph, rank, nbytes, default_layout(graph.node_feat, rank))
+        dims = graph.node_feat[:, 21:27].astype(np.int64)
+        pos, info, operand_dims = operand_tables(graph, dims, rank, nbytes,
+                                                 default_layout(graph.node_feat, rank))
         operands = naive.operands_by_node(graph.edge_index[:, 0], graph.edge_index[:, 1],
                                           graph.n_nodes)
         where = {int(n): j for j, n in enumerate(graph.node_config_ids)}
@@ -126,6 +191,7 @@ def test_operand_tables_match_pandas_reference(samples):
                 else:
                     assert pos[j, slot] == where.get(ops[slot], -1)
                     assert info[j, slot, 0] == nbytes[ops[slot]]
+                    assert (operand_dims[j, slot] == dims[ops[slot]]).all()
 
 
 def test_kernels_match_reference_on_real_samples(samples):
@@ -150,5 +216,10 @@ def test_kernels_match_reference_on_real_samples(samples):
                                        naive.layout_config_joined(*few), rtol=1e-5, atol=1e-6)
             np.testing.assert_allclose(layout_config_means(inputs[0]),
                                        naive.layout_config_means(inputs[0]), rtol=1e-6)
+            configs, dims, nbytes, default, pos, info, operand_dims = few
+            slot_inputs = (configs, node_slots(nbytes), dims, default, pos, info, operand_dims)
+            np.testing.assert_allclose(layout_node_slots(*slot_inputs),
+                                       naive.layout_node_slots(*slot_inputs), rtol=1e-5,
+                                       atol=1e-6)
         checked += 1
     assert checked == len(samples)

@@ -21,10 +21,10 @@ from xlarank.data.graph import (MAX_OPCODE, SHAPE_DIM_COLUMNS, LayoutGraph, Tile
 from xlarank.features.embedding import (LAYOUT_POSITIONS, gnn_column_names, layout_node_heads,
                                         load_weights, tile_columns)
 from xlarank.features.spec import FeatureSpec
-from xlarank.kernels.configs import (LAYOUT_JOINED_NAMES, TILE_JOINED_NAMES,
-                                     layout_changed_aggregates, layout_embedding_join,
-                                     layout_embedding_table,
-                                     layout_config_joined, layout_config_means,
+from xlarank.kernels.configs import (LAYOUT_JOINED_NAMES, NODE_SLOT_STATS, TILE_JOINED_NAMES,
+                                     layout_changed_aggregates, layout_config_joined,
+                                     layout_config_means, layout_embedding_join,
+                                     layout_embedding_table, layout_node_slots,
                                      tile_config_joined)
 from xlarank.kernels.graph import (column_mean_max, csr_by_row, khop_sums, khop_union,
                                    opcode_histogram)
@@ -50,6 +50,9 @@ ELEMENTWISE_OPS = (1, 2, 15, 17, 20, 25, 30, 32, 37, 38, 40, 41, 50, 51, 57, 58,
 # Per configurable node, what its k-hop neighbourhood holds (columns of khop weights).
 KHOP_STATS = ("log_nodes", "log_bytes", "mean_rank", "half_frac", "layout_ops", "conv_dot",
               "elementwise")
+# Configurable nodes that the config_nodes family describes one by one: the largest outputs
+# first, so slot k means "the k-th largest configurable tensor" on every graph.
+NODE_SLOTS = 16
 
 
 def feature_names(spec: FeatureSpec, is_tile: bool) -> list[str]:
@@ -73,6 +76,8 @@ def feature_names(spec: FeatureSpec, is_tile: bool) -> list[str]:
             names += ["k_pruned_frac"]
             names += [f"k_changed_{agg}_{stat}" for agg in ("sum", "mean", "max")
                       for stat in KHOP_STATS]
+        elif family == "config_nodes" and not is_tile:
+            names += [f"n{k:02d}_{stat}" for k in range(NODE_SLOTS) for stat in NODE_SLOT_STATS]
         elif family == "gnn":
             names += gnn_column_names(is_tile)
     return names
@@ -114,11 +119,13 @@ def graph_features(graph: TileGraph | LayoutGraph) -> np.ndarray:
     return np.concatenate([sizes, hist, stats.reshape(-1)]).astype(np.float32)
 
 
-def operand_tables(graph: LayoutGraph, rank: np.ndarray, nbytes: np.ndarray,
-                   layouts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def operand_tables(graph: LayoutGraph, dims: np.ndarray, rank: np.ndarray,
+                   nbytes: np.ndarray, layouts: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The first two operands of each configurable node, as layout_config_joined wants them.
 
-    Returns operand_pos int64 (nc, 2) and operand_info float64 (nc, 2, 7).
+    Returns operand_pos int64 (nc, 2), operand_info float64 (nc, 2, 7) and operand_dims
+    int64 (nc, 2, 6).
     """
     ids = graph.node_config_ids
     indptr, operands = csr_by_row(graph.edge_index[:, 0].copy(), graph.edge_index[:, 1].copy(),
@@ -127,6 +134,7 @@ def operand_tables(graph: LayoutGraph, rank: np.ndarray, nbytes: np.ndarray,
     position[ids] = np.arange(len(ids))
     operand_pos = np.full((len(ids), 2), -2, dtype=np.int64)
     operand_info = np.zeros((len(ids), 2, 7), dtype=np.float64)
+    operand_dims = np.zeros((len(ids), 2, 6), dtype=np.int64)
     starts, counts = indptr[ids], indptr[ids + 1] - indptr[ids]
     for slot in range(2):
         rows = np.flatnonzero(counts > slot)
@@ -137,7 +145,18 @@ def operand_tables(graph: LayoutGraph, rank: np.ndarray, nbytes: np.ndarray,
         operand_pos[rows, slot] = position[src]
         operand_info[rows, slot, 0] = nbytes[src]
         operand_info[rows, slot, 1:] = layouts[src]
-    return operand_pos, operand_info
+        operand_dims[rows, slot] = dims[src]
+    return operand_pos, operand_info, operand_dims
+
+
+def node_slots(node_bytes: np.ndarray, n_slots: int = NODE_SLOTS) -> np.ndarray:
+    """int64 (n_slots,): the configurable nodes (indices into node_config_ids) by output
+    bytes, largest first, ties in topological order; -1 fills slots past nc.
+
+    node_bytes: float64 (nc,) output bytes of the configurable nodes, in node id order.
+    """
+    order = np.lexsort((np.arange(len(node_bytes)), -node_bytes))[:n_slots]
+    return np.concatenate([order, np.full(n_slots - len(order), -1)]).astype(np.int64)
 
 
 def khop_weights(graph: LayoutGraph, k: int, rank: np.ndarray,
@@ -169,15 +188,17 @@ class LayoutContext:
     layouts: np.ndarray
     operand_pos: np.ndarray
     operand_info: np.ndarray
+    operand_dims: np.ndarray
     khop: np.ndarray | None
     pruned_frac: float
+    slots: np.ndarray  # node_slots of the configurable nodes
     gnn: np.ndarray | None = None  # layout_embedding_table of the node embeddings
 
     @classmethod
     def of(cls, graph: LayoutGraph, spec: FeatureSpec) -> LayoutContext:
         dims, rank, nbytes = node_shapes(graph.node_feat)
         layouts = default_layout(graph.node_feat, rank)
-        pos, info = operand_tables(graph, rank, nbytes, layouts)
+        pos, info, operand_dims = operand_tables(graph, dims, rank, nbytes, layouts)
         khop, pruned = (khop_weights(graph, spec.k, rank, nbytes) if "khop" in spec.families
                         else (None, 0.0))
         gnn = None
@@ -187,7 +208,8 @@ class LayoutContext:
                                          weights["layout_table"])
         ids = graph.node_config_ids
         return cls(np.ascontiguousarray(dims[ids]), np.ascontiguousarray(nbytes[ids]),
-                   np.ascontiguousarray(layouts[ids]), pos, info, khop, pruned, gnn)
+                   np.ascontiguousarray(layouts[ids]), pos, info, operand_dims, khop, pruned,
+                   node_slots(nbytes[ids]), gnn)
 
     def features(self, configs: np.ndarray, spec: FeatureSpec) -> np.ndarray:
         """float32 (b, n_config_features) for int8 configs (b, nc, 18)."""
@@ -197,10 +219,15 @@ class LayoutContext:
                 blocks.append(layout_config_means(configs))
             elif family == "config_joined":
                 blocks.append(layout_config_joined(configs, self.dims, self.nbytes, self.layouts,
-                                                   self.operand_pos, self.operand_info))
+                                                   self.operand_pos, self.operand_info,
+                                                   self.operand_dims))
             elif family == "khop":
                 blocks.append(np.full((len(configs), 1), self.pruned_frac, dtype=np.float32))
                 blocks.append(layout_changed_aggregates(configs, self.layouts, self.khop))
+            elif family == "config_nodes":
+                blocks.append(layout_node_slots(configs, self.slots, self.dims, self.layouts,
+                                                self.operand_pos, self.operand_info,
+                                                self.operand_dims))
             elif family == "gnn":
                 blocks.append(layout_embedding_join(configs, self.gnn, LAYOUT_POSITIONS))
         return (np.hstack(blocks).astype(np.float32, copy=False) if blocks

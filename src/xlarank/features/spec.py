@@ -12,7 +12,7 @@ from xlarank.files import read_structured
 
 # Bump when a family's columns or their meaning change: frames and models of another
 # schema are then refused instead of being mixed.
-FEATURE_SCHEMA_VERSION = 4
+FEATURE_SCHEMA_VERSION = 5
 
 FAMILIES = {
     "graph": "graph size, opcode histogram and node-feature aggregates (one value per graph)",
@@ -20,6 +20,9 @@ FAMILIES = {
     "config_joined": "configs joined with the graph's shapes: padding, alignment, relayouts",
     "khop": "layout: k-hop neighbourhoods of the configurable nodes whose layout a config "
             "changes (size, bytes, rank, op mix), and the pruned graph's size",
+    "config_nodes": "layout: the 16 largest configurable nodes one by one (whether the "
+                    "config moves each off its default, positions fixed, padding, relayout "
+                    "bytes), so which node got which layout survives",
     "gnn": "a small message-passing network's node embeddings over the pruned graph: "
            "layout, each configurable node's embedding modulated by the config's layout "
            "of it, mean and max over those nodes; tile, joined with the tile features; "

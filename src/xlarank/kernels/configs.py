@@ -14,7 +14,8 @@ from numba import njit
 
 # Output columns of layout_config_joined, in order.
 LAYOUT_JOINED_NAMES = (
-    "default_out_frac",         # share of configurable nodes keeping the default output layout
+    "default_out_frac",         # share of configurable nodes whose fixed output positions
+                                # all equal their default layout's (see _keeps_default)
     "default_out_bytes_frac",   # the same, weighted by output bytes
     "minor_unaligned_log_bytes",   # log1p bytes of outputs whose minor dim % 128 != 0
     "second_unaligned_log_bytes",  # log1p bytes of outputs whose second-minor dim % 8 != 0
@@ -24,7 +25,19 @@ LAYOUT_JOINED_NAMES = (
     "relayout_log_bytes",       # log1p bytes of operands read in another layout than made
     "relayout_count",           # how many operand reads need such a relayout
     "relayout_max_log_bytes",   # log1p of the largest single relayout
+    "read_pad_waste_log_bytes",  # log1p of sum of operand bytes * (pad ratio - 1) of the
+                                 # layouts operands are read in (input and kernel)
 )
+# Per slot of layout_node_slots, in order.
+NODE_SLOT_STATS = (
+    "changed",       # 1 if the config fixes an output position off the node's default layout
+    "fixed",         # how many output positions the config fixes (0: the compiler chooses)
+    "pad_ratio",     # padded / real output size under the effective layout
+    "input_pad_ratio",   # the same for its first operand, in the layout it is read in
+    "kernel_pad_ratio",  # the same for its second operand (convolution, dot kernels)
+    "relayout_log_bytes",  # log1p bytes of this node's operands read in another layout
+)
+NODE_SLOT_WIDTH = len(NODE_SLOT_STATS)
 
 
 @njit(cache=True)
@@ -34,13 +47,91 @@ def _tile_pad(size, multiple):
     return np.ceil(size / multiple) * multiple / size
 
 
+# Real configs fix only a prefix of minor-most positions and leave the rest -1 ("not
+# fixed": the compiler keeps its own choice there, FORMAT.md). So a config is compared with
+# the default layout position by position where it fixes one, and where it fixes none the
+# default stands: the *effective* layout.
+@njit(cache=True)
+def _effective(configs, i, j, s, default_layout):
+    """Dimension id at position s of configurable node j's output under config i."""
+    value = configs[i, j, s]
+    return value if value >= 0 else default_layout[j, s]
+
+
 @njit(cache=True)
 def _keeps_default(configs, i, j, default_layout):
-    """Whether config i leaves configurable node j's output layout at its default."""
+    """Whether every output position config i fixes for node j equals its default."""
     for s in range(6):
-        if configs[i, j, s] != default_layout[j, s]:
+        value = configs[i, j, s]
+        if value >= 0 and value != default_layout[j, s]:
             return False
     return True
+
+
+@njit(cache=True)
+def _pad_ratio(configs, i, j, dims, default_layout):
+    """(padded / real size, minor dim, second-minor dim) of node j's output under config i,
+    with the minor dim padded to 128 and the second-minor to 8 (TPU tiles)."""
+    minor_id = _effective(configs, i, j, 0, default_layout)
+    second_id = _effective(configs, i, j, 1, default_layout)
+    minor = dims[j, minor_id] if minor_id >= 0 else 1
+    second = dims[j, second_id] if second_id >= 0 else 1
+    return _tile_pad(minor, 128) * _tile_pad(second, 8), minor, second
+
+
+@njit(cache=True)
+def _relayouts(configs, i, j, default_layout, operand_pos, operand_info):
+    """(bytes, count, largest bytes) of node j's operand reads under config i whose fixed
+    read positions differ from the layout the operand is made in (its producer's effective
+    output if configurable, else its default)."""
+    total = 0.0
+    count = 0.0
+    largest = 0.0
+    for slot in range(2):
+        pos = operand_pos[j, slot]
+        if pos == -2:
+            continue
+        differs = False
+        for s in range(6):
+            read = configs[i, j, 6 + 6 * slot + s]
+            if read < 0:
+                continue
+            if pos >= 0:
+                made = _effective(configs, i, pos, s, default_layout)
+            else:
+                made = operand_info[j, slot, 1 + s]
+            if read != made:
+                differs = True
+        if differs:
+            b = operand_info[j, slot, 0]
+            total += b
+            count += 1.0
+            if b > largest:
+                largest = b
+    return total, count, largest
+
+
+@njit(cache=True)
+def _read_pad_ratio(configs, i, j, slot, default_layout, operand_pos, operand_info,
+                    operand_dims):
+    """Padded / real size of node j's operand in ``slot`` (0 input, 1 kernel) in the layout
+    config i reads it in: the fixed read positions, else how the operand is made. 1 when
+    there is no such operand."""
+    pos = operand_pos[j, slot]
+    if pos == -2:
+        return 1.0
+    ids = np.empty(2, dtype=np.int64)
+    for s in range(2):
+        read = configs[i, j, 6 + 6 * slot + s]
+        if read < 0:
+            if pos >= 0:
+                read = _effective(configs, i, pos, s, default_layout)
+            else:
+                read = np.int64(operand_info[j, slot, 1 + s])
+        ids[s] = read
+    minor = operand_dims[j, slot, ids[0]] if ids[0] >= 0 else 1
+    second = operand_dims[j, slot, ids[1]] if ids[1] >= 0 else 1
+    return _tile_pad(minor, 128) * _tile_pad(second, 8)
 
 
 @njit(cache=True, nogil=True)
@@ -63,20 +154,23 @@ def layout_config_means(configs):
 
 @njit(cache=True, nogil=True)
 def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
-                         operand_info):
-    """float32 (n_configs, 10): each config's layouts joined with the graph's tensors.
+                         operand_info, operand_dims):
+    """float32 (n_configs, 11): each config's layouts joined with the graph's tensors.
 
-    configs: int8 (n_configs, nc, 18) output / input / kernel layouts, minor-to-major;
+    configs: int8 (n_configs, nc, 18) output / input / kernel layouts, minor-to-major, -1
+    where the config fixes no dimension;
     dims: int64 (nc, 6) output dims of each configurable node;
     node_bytes: float64 (nc,) output bytes of each configurable node;
     default_layout: int8 (nc, 6) default output layout, -1 past the rank;
     operand_pos: int64 (nc, 2) for the first (input) and second (kernel) operand, its index
     among configurable nodes, -1 if it is not configurable, -2 if there is no operand;
-    operand_info: float64 (nc, 2, 7) per operand its bytes then its default layout (6).
-    Columns are named by LAYOUT_JOINED_NAMES.
+    operand_info: float64 (nc, 2, 7) per operand its bytes then its default layout (6);
+    operand_dims: int64 (nc, 2, 6) per operand its dims, zero past the rank.
+    Columns are named by LAYOUT_JOINED_NAMES. Layouts are the effective ones: the config's
+    where it fixes a position, the default elsewhere.
     """
     c, nc, _ = configs.shape
-    out = np.zeros((c, 10), dtype=np.float32)
+    out = np.zeros((c, 11), dtype=np.float32)
     total_bytes = 0.0
     for j in range(nc):
         total_bytes += node_bytes[j]
@@ -91,43 +185,31 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
         relayout = 0.0
         relayout_n = 0.0
         relayout_max = 0.0
+        read_waste = 0.0
         for j in range(nc):
+            for slot in range(2):
+                read_waste += operand_info[j, slot, 0] * (_read_pad_ratio(
+                    configs, i, j, slot, default_layout, operand_pos, operand_info,
+                    operand_dims) - 1.0)
             if _keeps_default(configs, i, j, default_layout):
                 n_default += 1.0
                 default_bytes += node_bytes[j]
-            minor_id = configs[i, j, 0]
-            second_id = configs[i, j, 1]
-            minor = dims[j, minor_id] if minor_id >= 0 else 1
-            second = dims[j, second_id] if second_id >= 0 else 1
+            ratio, minor, second = _pad_ratio(configs, i, j, dims, default_layout)
             if minor % 128 != 0:
                 minor_bad += node_bytes[j]
             if second % 8 != 0:
                 second_bad += node_bytes[j]
-            ratio = _tile_pad(minor, 128) * _tile_pad(second, 8)
             pad_sum += ratio * node_bytes[j]
             node_waste = node_bytes[j] * (ratio - 1.0)
             waste += node_waste
             if node_waste > waste_max:
                 waste_max = node_waste
-            for slot in range(2):
-                pos = operand_pos[j, slot]
-                if pos == -2 or configs[i, j, 6 + 6 * slot] < 0:
-                    continue
-                differs = False
-                for s in range(6):
-                    read = configs[i, j, 6 + 6 * slot + s]
-                    if pos >= 0:
-                        made = configs[i, pos, s]
-                    else:
-                        made = operand_info[j, slot, 1 + s]
-                    if read != made:
-                        differs = True
-                if differs:
-                    b = operand_info[j, slot, 0]
-                    relayout += b
-                    relayout_n += 1.0
-                    if b > relayout_max:
-                        relayout_max = b
+            moved, moves, largest = _relayouts(configs, i, j, default_layout, operand_pos,
+                                               operand_info)
+            relayout += moved
+            relayout_n += moves
+            if largest > relayout_max:
+                relayout_max = largest
         if nc > 0:
             out[i, 0] = n_default / nc
         if total_bytes > 0:
@@ -140,6 +222,42 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
         out[i, 7] = np.log1p(relayout)
         out[i, 8] = relayout_n
         out[i, 9] = np.log1p(relayout_max)
+        out[i, 10] = np.log1p(read_waste)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def layout_node_slots(configs, slots, dims, default_layout, operand_pos, operand_info,
+                      operand_dims):
+    """float32 (n_configs, 6 * n_slots): NODE_SLOT_STATS of chosen configurable nodes.
+
+    slots: int64 (n_slots,) index among configurable nodes of the node in each slot, -1
+    for an empty slot (its columns stay 0); the other arguments as for
+    `layout_config_joined`. Columns run slot by slot, NODE_SLOT_STATS within a slot.
+    """
+    c = configs.shape[0]
+    n_slots = slots.shape[0]
+    width = NODE_SLOT_WIDTH
+    out = np.zeros((c, width * n_slots), dtype=np.float32)
+    for i in range(c):
+        for k in range(n_slots):
+            j = slots[k]
+            if j < 0:
+                continue
+            col = width * k
+            out[i, col] = 0.0 if _keeps_default(configs, i, j, default_layout) else 1.0
+            fixed = 0.0
+            for s in range(6):
+                if configs[i, j, s] >= 0:
+                    fixed += 1.0
+            out[i, col + 1] = fixed
+            out[i, col + 2] = _pad_ratio(configs, i, j, dims, default_layout)[0]
+            for slot in range(2):
+                out[i, col + 3 + slot] = _read_pad_ratio(configs, i, j, slot, default_layout,
+                                                         operand_pos, operand_info,
+                                                         operand_dims)
+            out[i, col + 5] = np.log1p(_relayouts(configs, i, j, default_layout, operand_pos,
+                                                  operand_info)[0])
     return out
 
 
