@@ -1,11 +1,16 @@
-"""Ablation: validation quality of the default ranker with each feature family removed.
+"""Ablation: quality with each feature family removed, on synthetic and on real data.
 
-On synthetic data (an `xlarank synth` tree): featurizes train and valid with the default
-spec, then per collection trains models/<collection>.toml on all features and once per
-family with that family's columns left out, and evaluates each on valid. Synthetic data:
-the figures show what each family carries under the synthetic cost model, not on TpuGraphs.
+- synthetic (an `xlarank synth` tree): featurizes train and valid with the default spec
+  plus every other per-config family (config_nodes), then per collection trains
+  models/<collection>.toml on all features and once per family with that family's columns
+  left out, and evaluates each on valid. The figures show what each family carries under
+  the synthetic cost model, not on TpuGraphs.
+- real (the labelled unet3d sample, split inside the graph by distinct config, half
+  measured, 5 seeds; bench/ingraph.py's protocol): the same for the default pipeline
+  trained in-graph, and for `rank_graph` with its raw config columns alone and with each
+  of its families left out.
 
-    python bench/ablation.py DATA --out bench/results/ablation.json
+    python bench/ablation.py DATA --samples ../shared/tpugraphs --out bench/results/ablation.json
 """
 
 from __future__ import annotations
@@ -18,14 +23,69 @@ from pathlib import Path
 
 import numpy as np
 
+import pandas as pd
+from scipy.stats import kendalltau
+
 from xlarank.data.collections import COLLECTIONS, split_files
+from xlarank.data.graph import load_graph
 from xlarank.evaluate import headline_metric, per_graph_metrics, random_scores, summarize
-from xlarank.features import feature_names, load_feature_spec
+from xlarank.features import feature_names, featurize_graph, load_feature_spec
 from xlarank.features.spec import FeatureSpec
-from xlarank.frame import featurize_files, read_frame
+from xlarank.frame import FrameMeta, featurize_files, read_frame
+from xlarank.rank.ingraph import IN_GRAPH_SPEC, rank_graph
 from xlarank.rank.model import load_ranker_spec, train_ranker
 
 ROOT = Path(__file__).resolve().parents[1]
+# Per-config families that the default spec may leave out, ablated all the same.
+EXTRA_FAMILIES = ("config_nodes",)
+REAL_SEEDS = 5
+
+
+def without(spec: FeatureSpec, family: str | None) -> FeatureSpec:
+    return dataclasses.replace(spec, families=tuple(f for f in spec.families if f != family))
+
+
+def real_in_graph(samples: Path, spec: FeatureSpec) -> dict:
+    """Kendall tau mean, sd over seeds on unet3d's held-out half, per system."""
+    path = samples / "npz" / "layout" / "xla" / "default" / "train" / "unet3d.npz"
+    graph = load_graph(path)
+    block = featurize_graph(graph, spec, dedup=True)
+    first = block["config_index"].to_numpy()
+    runtime = block["runtime"].to_numpy(np.float64)
+    raw = graph.node_config_feat.reshape(graph.n_configs, -1)
+    _, first_of_unique, inverse = np.unique(raw, axis=0, return_index=True,
+                                            return_inverse=True)
+    row_of = pd.Series(np.arange(len(block)), index=first).reindex(
+        first_of_unique[inverse.ravel()]).to_numpy()
+    ranker_spec = dataclasses.replace(
+        load_ranker_spec(ROOT / "models" / "layout-xla-default.toml"), features=spec.name)
+    taus: dict[str, list[float]] = {}
+    for seed in range(REAL_SEEDS):
+        order = np.random.default_rng(seed).permutation(len(block))
+        train, test = np.sort(order[: len(block) // 2]), np.sort(order[len(block) // 2:])
+        for removed in (None, *spec.families):
+            names = feature_names(without(spec, removed), False)
+            meta = FrameMeta(collection="layout:xla:default", split="train",
+                             spec=spec.to_dict(), feature_names=names, dedup=True)
+            ranker = train_ranker(block.iloc[train].reset_index(drop=True), meta, ranker_spec)
+            key = "pipeline: " + ("all features" if removed is None else f"without {removed}")
+            taus.setdefault(key, []).append(kendalltau(-ranker.predict(block.iloc[test]),
+                                                       runtime[test])[0])
+        rows = np.flatnonzero(np.isin(row_of, train))
+        measured = pd.DataFrame({"config_index": rows, "runtime": graph.config_runtime[rows]})
+        for removed in (None, *IN_GRAPH_SPEC.families, "all"):
+            families = () if removed == "all" else without(IN_GRAPH_SPEC, removed).families
+            ranked = rank_graph(graph, measured, seed=seed, threads=2,
+                                spec=dataclasses.replace(IN_GRAPH_SPEC, families=families))
+            score = ranked.set_index("config_index")["score"].reindex(first[test]).to_numpy()
+            key = "rank-graph: " + {None: "raw columns + families",
+                                    "all": "raw columns alone"}.get(removed,
+                                                                    f"without {removed}")
+            taus.setdefault(key, []).append(kendalltau(-score, runtime[test])[0])
+    return {"file": str(path), "data": "real TpuGraphs sample, in-graph split (half of the "
+            "distinct configs measured)", "metric": "kendall_tau",
+            "systems": {k: {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1))}
+                        for k, v in taus.items()}}
 
 
 def main() -> None:
@@ -33,8 +93,11 @@ def main() -> None:
     parser.add_argument("data")
     parser.add_argument("--out", default="bench/results/ablation.json")
     parser.add_argument("--work", default="bench/results/ablation-frames")
+    parser.add_argument("--samples", type=Path, default=ROOT.parent / "shared" / "tpugraphs")
     args = parser.parse_args()
-    spec = load_feature_spec(ROOT / "features" / "default.toml")
+    default = load_feature_spec(ROOT / "features" / "default.toml")
+    spec = dataclasses.replace(default, name="ablation", families=default.families + tuple(
+        f for f in EXTRA_FAMILIES if f not in default.families))
     results = []
     for collection in COLLECTIONS:
         frames = {}
@@ -44,7 +107,8 @@ def main() -> None:
                             split, spec)
             frames[split] = read_frame(path)
         (train, meta), (valid, _) = frames["train"], frames["valid"]
-        ranker_spec = load_ranker_spec(ROOT / "models" / f"{collection.slug}.toml")
+        ranker_spec = dataclasses.replace(
+            load_ranker_spec(ROOT / "models" / f"{collection.slug}.toml"), features=spec.name)
         metric = headline_metric(collection.is_tile)
         row = {"collection": collection.id, "metric": metric}
         random = summarize(per_graph_metrics(valid, random_scores(valid, 0), collection.is_tile))
@@ -66,10 +130,13 @@ def main() -> None:
         results.append(row)
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v)
                           for k, v in row.items() if k != "train_seconds"}))
+    real = real_in_graph(args.samples, spec)
+    print(json.dumps({k: f"{v['mean']:.3f} ± {v['sd']:.3f}" for k, v in real["systems"].items()},
+                     ensure_ascii=False))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"data": f"synthetic: {args.data}", "spec": spec.to_dict(),
-                               "results": results}, indent=2) + "\n")
+                               "results": results, "real": real}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -142,3 +142,30 @@ def test_error_text_with_brackets_is_printed_verbatim(tmp_path):
     result = run("featurize", tmp_path, "--spec", spec)
     assert result.exit_code == 2
     assert "unknown keys ['radius']" in result.stderr
+
+
+def test_rank_graph_command(trained, tiny_data, tmp_path):
+    graph = sorted((tiny_data / "npz" / "layout" / "xla" / "default" / "valid").glob("*.npz"))[0]
+    runtime = np.load(graph)["config_runtime"]
+    measured = tmp_path / "measured.csv"
+    rows = np.arange(0, len(runtime), 2)
+    measured.write_text("config_index,runtime\n"
+                        + "".join(f"{i},{runtime[i]}\n" for i in rows))
+    out = tmp_path / "ranked.csv"
+    result = ok("rank-graph", graph, "--measured", measured, "--out", out,
+                "--prior", trained / "models" / "layout-xla-default")
+    assert f"ranked {len(runtime)} configs ({len(rows)} measured)" in result.output
+    ranked = list(csv.DictReader(open(out)))
+    assert [r["rank"] for r in ranked] == [str(i) for i in range(1, len(runtime) + 1)]
+    assert sorted(int(r["config_index"]) for r in ranked) == list(range(len(runtime)))
+    assert sum(r["measured"] == "True" for r in ranked) == len(rows)
+    # A prior of another collection, and measurements that name no config, are one line.
+    for args, message in (
+            (("--prior", trained / "models" / "tile-xla"), "prior model was trained on"),
+            (("--measured", tmp_path / "absent.csv"), "cannot read measured runtimes")):
+        options = {"--measured": measured, **dict(zip(args[::2], args[1::2]))}
+        flat = [x for kv in options.items() for x in kv]
+        result = run("rank-graph", graph, *flat, "--out", tmp_path / "x.csv")
+        assert result.exit_code == 2 and result.stderr.startswith("error:"), result.stderr
+        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "x.csv").exists()

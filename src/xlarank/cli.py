@@ -515,6 +515,35 @@ def score(
     console.print(f"scored {len(files) - len(skipped)} files, {rows} rows -> {out_csv}")
 
 
+@app.command("rank-graph")
+def rank_graph(
+    graph: Annotated[Path, typer.Argument(help="One npz file, layout or tile (a test file "
+                                          "with zero runtimes is fine).")],
+    measured: Annotated[Path, typer.Option(help="CSV config_index,runtime (ns) of the "
+                                           "configs you measured.")],
+    out_csv: Annotated[Path, typer.Option("--out", help="CSV to write: every config, "
+                                          "best first.")],
+    prior: Annotated[Path | None, typer.Option(help="A cross-graph model directory of the "
+                                               "graph's collection: its score becomes "
+                                               "one more input.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the graph-local booster.")] = 0,
+    threads: Annotated[int, typer.Option(help="Booster threads.")] = 1,
+) -> None:
+    """Rank all configs of one graph from the runtimes of some: rank, config_index, score,
+    measured, runtime. Repeats of a config index are combined by their median."""
+    from xlarank.atomic import atomic_path
+    from xlarank.rank.ingraph import rank_graph as rank_one_graph
+    from xlarank.rank.ingraph import read_measured
+
+    with _user_errors():
+        ranked = rank_one_graph(graph, read_measured(measured), prior=prior, seed=seed,
+                                threads=threads)
+        with atomic_path(out_csv) as tmp:
+            ranked.to_csv(tmp, index=False)
+    console.print(f"ranked {len(ranked)} configs ({int(ranked['measured'].sum())} measured) "
+                  f"-> {out_csv}")
+
+
 @app.command()
 def submit(
     data: Annotated[Path, typer.Argument(help="Dataset root holding the five test folders.")],

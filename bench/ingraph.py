@@ -1,0 +1,205 @@
+"""In-graph benchmark: "I measured some configs of my program; rank the rest."
+
+For every labelled layout file given (by default the real samples in ../shared/tpugraphs;
+with --synthetic, also the first labelled layout files of an `xlarank synth` tree), the
+graph's distinct configs are split at random: a share of them (0.5, 0.2, 0.1, 0.05) is
+"measured" (every measurement of those configs goes to the ranker), the rest is ranked.
+Kendall tau on the held-out distinct configs (median runtime of each), mean and sd over
+seeds. A file with fewer than 2 distinct configs is listed and left out.
+
+Rows:
+- rank-graph: `xlarank.rank_graph` (raw config columns + graph-local features);
+- rank-graph --prior MODEL: the same plus a cross-graph model's score (only with --prior;
+  the model of the file's collection under that folder);
+- default pipeline in-graph: models/<collection>.toml on features/default.toml, trained
+  on the measured distinct configs as if they were a training split;
+- peer: raw config columns, LGBMRegressor (300 trees, learning rate 0.05, 31 leaves,
+  min_child_samples 5) on log runtime;
+- random;
+- noise ceiling: tau between the first two measurements of configs measured twice or
+  more (one figure per file, the same at every share).
+
+    python bench/ingraph.py --samples ../shared/tpugraphs [--synthetic data/synth-demo]
+        [--prior models/trained/xlarank] --out bench/results/ingraph.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import kendalltau
+
+from xlarank.data.collections import COLLECTIONS, split_files
+from xlarank.data.graph import LayoutGraph, load_graph
+from xlarank.features import featurize_graph, load_feature_spec
+from xlarank.frame import FrameMeta
+from xlarank.rank.ingraph import rank_graph
+from xlarank.rank.model import load_ranker, load_ranker_spec, train_ranker
+
+ROOT = Path(__file__).resolve().parents[1]
+FRACTIONS = (0.5, 0.2, 0.1, 0.05)
+THREADS = 2
+PEER_PARAMS = dict(n_estimators=300, learning_rate=0.05, num_leaves=31, min_child_samples=5,
+                   verbose=-1)
+RANK_GRAPH = "rank-graph"
+PRIOR = "rank-graph --prior"
+PIPELINE = "default pipeline in-graph"
+PEER = "peer: raw config columns (LGBMRegressor)"
+RANDOM = "random"
+CEILING = "noise ceiling (repeated measurements)"
+
+
+def tau(score: np.ndarray, runtime: np.ndarray) -> float:
+    """Kendall tau of a score (higher is faster) against runtimes; 0 when undefined."""
+    value = kendalltau(-score, runtime)[0]
+    return 0.0 if np.isnan(value) else float(value)
+
+
+def noise_ceiling(raw: np.ndarray, runtime: np.ndarray) -> float | None:
+    """Tau between the first and second measurement of configs measured at least twice."""
+    _, inverse = np.unique(raw, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    firsts, seconds, seen = [], [], {}
+    for i, d in enumerate(inverse.tolist()):
+        if d not in seen:
+            seen[d] = i
+        elif seen[d] >= 0:
+            firsts.append(runtime[seen[d]])
+            seconds.append(runtime[i])
+            seen[d] = -1
+    if len(firsts) < 10:
+        return None
+    return float(kendalltau(firsts, seconds)[0])
+
+
+def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
+    import lightgbm as lgb
+
+    graph = load_graph(path)
+    assert isinstance(graph, LayoutGraph)
+    collection = graph.collection
+    spec = load_feature_spec(ROOT / "features" / "default.toml")
+    # One row per distinct config (first appearance, median runtime).
+    block = featurize_graph(graph, spec, dedup=True)
+    meta = FrameMeta(collection=collection.id, split="train", spec=spec.to_dict(),
+                     feature_names=list(block.columns[4:]), dedup=True)
+    first = block["config_index"].to_numpy()
+    median = block["runtime"].to_numpy(np.float64)
+    raw = graph.node_config_feat.reshape(graph.n_configs, -1)
+    n = len(block)
+    record = {"file": str(path), "collection": collection.id, "configs": graph.n_configs,
+              "distinct_configs": n}
+    if n < 2:
+        record["left_out"] = "fewer than 2 distinct configs"
+        return record
+    # Each config's distinct row: equal configs share their first appearance.
+    _, first_of_unique, inverse = np.unique(raw, axis=0, return_index=True,
+                                            return_inverse=True)
+    first_of = first_of_unique[inverse.ravel()]
+    row_of = pd.Series(np.arange(n), index=first).reindex(first_of).to_numpy()
+    ceiling = noise_ceiling(raw, graph.config_runtime)
+    prior = (load_ranker(prior_dir / collection.slug)
+             if prior_dir is not None and (prior_dir / collection.slug).exists() else None)
+    booster_spec = load_ranker_spec(ROOT / "models" / f"{collection.slug}.toml")
+    raw_distinct = raw[first].astype(np.float32)
+    results = {}
+    for fraction in FRACTIONS:
+        per_seed = {}
+        for seed in seeds:
+            order = np.random.default_rng(seed).permutation(n)
+            n_train = max(2, int(round(fraction * n)))
+            train, test = np.sort(order[:n_train]), np.sort(order[n_train:])
+            measured_rows = np.flatnonzero(np.isin(row_of, train))
+            measured = pd.DataFrame({"config_index": measured_rows,
+                                     "runtime": graph.config_runtime[measured_rows]})
+            scores = {}
+            started = time.perf_counter()
+            ranked = rank_graph(graph, measured, seed=seed, threads=THREADS)
+            by_index = ranked.set_index("config_index")["score"]
+            scores[RANK_GRAPH] = (by_index.reindex(first[test]).to_numpy(),
+                                  time.perf_counter() - started)
+            if prior is not None:
+                started = time.perf_counter()
+                ranked = rank_graph(graph, measured, prior=prior, seed=seed, threads=THREADS)
+                by_index = ranked.set_index("config_index")["score"]
+                scores[PRIOR] = (by_index.reindex(first[test]).to_numpy(),
+                                 time.perf_counter() - started)
+            started = time.perf_counter()
+            ranker = train_ranker(block.iloc[train].reset_index(drop=True), meta,
+                                  booster_spec, threads=THREADS)
+            scores[PIPELINE] = (ranker.predict(block.iloc[test]), time.perf_counter() - started)
+            started = time.perf_counter()
+            peer = lgb.LGBMRegressor(**PEER_PARAMS, random_state=seed, n_jobs=THREADS)
+            peer.fit(raw_distinct[train], np.log(median[train]))
+            scores[PEER] = (-peer.predict(raw_distinct[test]), time.perf_counter() - started)
+            scores[RANDOM] = (np.random.default_rng(seed).random(len(test)), 0.0)
+            for system, (score, seconds) in scores.items():
+                per_seed.setdefault(system, []).append((tau(score, median[test]), seconds))
+        table = {system: {"mean": float(np.mean([v[0] for v in values])),
+                          "sd": float(np.std([v[0] for v in values], ddof=1)),
+                          "per_seed": [round(v[0], 4) for v in values],
+                          "seconds": float(np.mean([v[1] for v in values]))}
+                 for system, values in per_seed.items()}
+        if ceiling is not None:
+            table[CEILING] = {"mean": ceiling, "sd": 0.0, "per_seed": [], "seconds": 0.0}
+        results[str(fraction)] = table
+    record["results"] = results
+    return record
+
+
+def print_table(records: list[dict]) -> None:
+    for record in records:
+        print(f"\n{record['file']} ({record['collection']}, {record['distinct_configs']} "
+              f"distinct configs)")
+        if "results" not in record:
+            print(f"  left out: {record['left_out']}")
+            continue
+        systems = list(next(iter(record["results"].values())))
+        print(f"  {'system':44}" + "".join(f"{f:>16}" for f in record["results"]))
+        for system in systems:
+            cells = "".join(f"{r[system]['mean']:>9.3f} ± {r[system]['sd']:.3f}"
+                            for r in record["results"].values())
+            print(f"  {system:44}{cells}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=Path, default=ROOT.parent / "shared" / "tpugraphs")
+    parser.add_argument("--synthetic", type=Path, default=None,
+                        help="an xlarank synth tree: also its first labelled layout files")
+    parser.add_argument("--synthetic-files", type=int, default=1,
+                        help="train files per layout collection of --synthetic")
+    parser.add_argument("--prior", type=Path, default=None,
+                        help="folder of cross-graph models, one per collection slug")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/ingraph.json"))
+    args = parser.parse_args()
+    files = [p for p in sorted((args.samples / "npz" / "layout").rglob("*.npz"))
+             if "/test/" not in str(p)]
+    sources = ["real"] * len(files)
+    if args.synthetic is not None:
+        for collection in COLLECTIONS[1:]:
+            chosen = split_files(args.synthetic, collection, "train")[:args.synthetic_files]
+            files += chosen
+            sources += ["synthetic"] * len(chosen)
+    started = time.perf_counter()
+    records = []
+    for path, source in zip(files, sources):
+        record = {"data": source, **one_file(path, list(range(args.seeds)), args.prior)}
+        records.append(record)
+        print_table([record])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"fractions": FRACTIONS, "seeds": args.seeds,
+                                    "threads": THREADS, "files": records,
+                                    "seconds": round(time.perf_counter() - started, 1)},
+                                   indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()

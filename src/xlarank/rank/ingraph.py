@@ -1,0 +1,165 @@
+"""In-graph ranking: "I measured some configs of my program; rank the rest."
+
+A graph-local booster is fitted on the measured configs of one graph and scores all of
+them. Within one graph, which configurable node got which layout is what decides the
+runtime (FORMAT.md: per-node identity carries the signal, aggregates over nodes throw it
+away), so its inputs are the raw config columns themselves (layout: every configurable
+node's 18 columns; tile: the 24 config columns), the graph-local feature families, and,
+given a cross-graph model, that model's score as one more column. Columns that are
+constant over the graph's configs, or repeat another column, are dropped: they cannot
+split these configs.
+
+The booster regresses log runtime with small-sample settings (few leaves, leaves of two
+configs, one config per histogram bin), because a user measures tens to hundreds of
+configs, not thousands. Chosen on measurements (bench/ingraph.py): on the real unet3d it
+beats LightGBM's defaults for regression at every measured share.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.errors import MismatchError, XlarankError
+from xlarank.features.build import featurize_graph
+from xlarank.features.spec import FeatureSpec
+
+# The per-config families; ``graph`` is one value per graph, constant here.
+IN_GRAPH_SPEC = FeatureSpec("in-graph", ("config_raw", "config_joined", "khop", "config_nodes"))
+IN_GRAPH_PARAMS = {
+    "objective": "regression", "learning_rate": 0.05, "num_leaves": 7,
+    "min_data_in_leaf": 2, "min_data_in_bin": 1, "feature_fraction": 1.0,
+    "deterministic": True, "force_row_wise": True, "verbosity": -1,
+}
+IN_GRAPH_ROUNDS = 300
+MEASURED_COLUMNS = ("config_index", "runtime")
+
+
+class MeasuredError(XlarankError):
+    """Measured runtimes that cannot train an in-graph ranker."""
+
+
+def read_measured(path) -> pd.DataFrame:
+    """A measured-runtimes CSV with columns config_index,runtime (more columns are
+    ignored): config_index int64 (n,), runtime float64 (n,) in ns."""
+    try:
+        table = pd.read_csv(path)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError,
+            pd.errors.EmptyDataError) as exc:
+        raise MeasuredError(f"{path}: cannot read measured runtimes ({exc})") from None
+    missing = [c for c in MEASURED_COLUMNS if c not in table.columns]
+    if missing:
+        raise MeasuredError(f"{path}: needs columns config_index,runtime; missing {missing}")
+    return check_measured(table[list(MEASURED_COLUMNS)], str(path))
+
+
+def check_measured(measured: pd.DataFrame, where: str = "measured") -> pd.DataFrame:
+    """Measured rows with whole config indices and finite positive runtimes, else
+    `MeasuredError` naming ``where`` and the first bad row."""
+    index = pd.to_numeric(measured["config_index"], errors="coerce").to_numpy(np.float64)
+    runtime = pd.to_numeric(measured["runtime"], errors="coerce").to_numpy(np.float64)
+    bad_index = ~np.isfinite(index) | (index != np.round(index)) | (index < 0)
+    bad_runtime = ~np.isfinite(runtime) | (runtime <= 0)
+    for name, bad in (("config_index is not a whole number >= 0", bad_index),
+                      ("runtime is not a positive number", bad_runtime)):
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise MeasuredError(f"{where}: row {row + 1}: {name} "
+                                f"({measured.iloc[row].to_dict()})")
+    return pd.DataFrame({"config_index": index.astype(np.int64), "runtime": runtime})
+
+
+def _config_columns(graph: TileGraph | LayoutGraph) -> np.ndarray:
+    """float32 (n_configs, n_raw): the raw config columns, one row per config."""
+    if isinstance(graph, TileGraph):
+        return graph.config_feat.astype(np.float32)
+    return graph.node_config_feat.reshape(graph.n_configs, -1).astype(np.float32)
+
+
+def _informative(x: np.ndarray) -> np.ndarray:
+    """int64 ids of the columns of x (n, m) that vary over the rows, first of each set of
+    identical columns."""
+    varying = np.flatnonzero((x != x[:1]).any(axis=0))
+    # Identical columns have identical random projections; distinct ones differ with
+    # probability 1 (a sort of m numbers instead of m columns of n values).
+    weights = np.random.default_rng(0).random(len(x))
+    _, first = np.unique(weights @ x[:, varying].astype(np.float64), return_index=True)
+    return varying[np.sort(first)]
+
+
+def in_graph_inputs(graph: TileGraph | LayoutGraph, prior=None,
+                    spec: FeatureSpec = IN_GRAPH_SPEC) -> tuple[np.ndarray, list[str]]:
+    """The booster's inputs for every config: float32 (n_configs, n_inputs) and names."""
+    raw = _config_columns(graph)
+    frame = featurize_graph(graph, spec)
+    features = frame.iloc[:, 4:]
+    blocks = [raw, features.to_numpy(np.float32)]
+    names = [f"raw{i}" for i in range(raw.shape[1])] + list(features.columns)
+    if prior is not None:
+        prior_block = featurize_graph(graph, prior.feature_spec)
+        blocks.append(prior.predict(prior_block).astype(np.float32)[:, None])
+        names.append("prior_score")
+    x = np.hstack(blocks)
+    keep = _informative(x)
+    return np.ascontiguousarray(x[:, keep]), [names[i] for i in keep]
+
+
+def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
+               threads: int = 1, spec: FeatureSpec = IN_GRAPH_SPEC) -> pd.DataFrame:
+    """Rank every config of one graph from the runtimes of some of them.
+
+    graph: a TileGraph or LayoutGraph with its configs, or an npz path; measured: columns
+    config_index and runtime (ns); the file's own runtimes are never read, so a test
+    file (runtimes all zero) is the normal case. Repeats of one config index are combined
+    by their median. prior: a model directory or a loaded ranker of the graph's
+    collection, whose score becomes one more input. spec: the feature families beside
+    the raw columns (for ablations; the default is IN_GRAPH_SPEC).
+
+    Returns a DataFrame of n_configs rows, best first: rank (1 = predicted fastest),
+    config_index, score (higher is faster: minus the predicted log runtime), measured
+    (bool) and runtime (the measured median, NaN where not measured).
+    Raises `MeasuredError` for unknown config indices, fewer than two distinct measured
+    configs, or runtimes that are all equal.
+    """
+    import lightgbm as lgb
+
+    if not isinstance(graph, (TileGraph, LayoutGraph)):
+        graph = load_graph(graph)
+    measured = check_measured(measured)
+    unknown = measured["config_index"] >= graph.n_configs
+    if unknown.any():
+        raise MeasuredError(f"{graph.path}: config_index {int(measured['config_index'][unknown].iloc[0])} "
+                            f"is not among its {graph.n_configs} configs")
+    runtime = measured.groupby("config_index")["runtime"].median()
+    rows = runtime.index.to_numpy(np.int64)
+    raw = _config_columns(graph)
+    if len(np.unique(raw[rows], axis=0)) < 2:
+        raise MeasuredError(f"{graph.path}: fewer than 2 distinct configs measured; an "
+                            "order needs at least two")
+    if runtime.nunique() < 2:
+        raise MeasuredError(f"{graph.path}: every measured runtime is equal; nothing to learn")
+    if prior is not None and not hasattr(prior, "predict"):
+        from xlarank.rank.model import load_ranker
+
+        prior = load_ranker(prior)
+    if prior is not None and graph.collection is not None \
+            and prior.card["collection"] != graph.collection.id:
+        raise MismatchError(f"{graph.path}: collection {graph.collection.id}, but the prior "
+                            f"model was trained on {prior.card['collection']}")
+    x, names = in_graph_inputs(graph, prior, spec)
+    params = {**IN_GRAPH_PARAMS, "seed": seed, "num_threads": threads}
+    data = lgb.Dataset(x[rows], label=np.log(runtime.to_numpy()), feature_name=names,
+                       params={"min_data_in_bin": 1, "verbosity": -1})
+    booster = lgb.train(params, data, num_boost_round=IN_GRAPH_ROUNDS)
+    score = -booster.predict(x, num_threads=threads)
+    order = np.lexsort((np.arange(graph.n_configs), -score))
+    measured_runtime = np.full(graph.n_configs, np.nan)
+    measured_runtime[rows] = runtime.to_numpy()
+    return pd.DataFrame({
+        "rank": np.arange(1, graph.n_configs + 1),
+        "config_index": order,
+        "score": score[order],
+        "measured": ~np.isnan(measured_runtime[order]),
+        "runtime": measured_runtime[order],
+    })
