@@ -128,8 +128,11 @@ $(BENCH_GRAPH): | $(VENV)/.installed
 	$(BIN)/python bench/featurize.py --make-graph $@
 
 QUALITY_SEEDS ?= 3
-bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, ablation, engines, ranking quality -> bench/results/*.json
+DEMO_MODELS := $(foreach c,$(COLLECTIONS),$(TRAINED)/xlarank/$(c)/card.json)
+bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, ablation, engines, ranking quality, in-graph -> bench/results/*.json
+	$(MAKE) --no-print-directory $(DEMO_MODELS) DATA=$(DEMO_DATA)
 	$(BIN)/python bench/featurize.py $(BENCH_GRAPH) $(REAL_NLP_SAMPLE) --out bench/results/featurize.json
+	$(BIN)/python bench/ingraph.py --synthetic $(DEMO_DATA) --prior $(TRAINED)/xlarank --out bench/results/ingraph.json
 	$(BIN)/python bench/ablation.py $(DEMO_DATA) --out bench/results/ablation.json
 	$(BIN)/python bench/engines.py $(DEMO_DATA) --out bench/results/engines.json
 	$(BIN)/python bench/quality.py $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/quality.json
