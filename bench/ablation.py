@@ -31,9 +31,11 @@ from xlarank.data.graph import load_graph
 from xlarank.evaluate import headline_metric, per_graph_metrics, random_scores, summarize
 from xlarank.features import feature_names, featurize_graph, load_feature_spec
 from xlarank.features.spec import FeatureSpec
-from xlarank.frame import FrameMeta, featurize_files, read_frame
+from xlarank.featurize import featurize_files
+from xlarank.frame import FrameMeta, read_frame
 from xlarank.rank.ingraph import IN_GRAPH_SPEC, rank_graph
-from xlarank.rank.model import load_ranker_spec, train_ranker
+from xlarank.rank.spec import load_ranker_spec
+from xlarank.rank.train import train_ranker
 
 ROOT = Path(__file__).resolve().parents[1]
 # Per-config families that the default spec may leave out, ablated all the same.

@@ -17,7 +17,7 @@ from pathlib import Path
 from xlarank.data.collections import COLLECTIONS, SPLITS, split_files
 from xlarank.distributed import dask_client
 from xlarank.features import load_feature_spec
-from xlarank.frame import featurize_files
+from xlarank.featurize import featurize_files
 
 ROOT = Path(__file__).resolve().parents[1]
 

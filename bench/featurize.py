@@ -83,17 +83,20 @@ def measure_reference(path: str, sample_configs: int = 40, sample_nodes: int = 4
     import naive
     from xlarank.data.graph import load_graph
     from xlarank.features import load_feature_spec
-    from xlarank.features.build import LayoutContext
+    from xlarank.features.families.khop import FAMILY as KHOP
+    from xlarank.features.tables import GraphTables
 
     spec = load_feature_spec(ROOT / "features" / "default.toml")
     graph = load_graph(path)
-    context = LayoutContext.of(graph, spec)
+    tables = GraphTables(graph)
+    t = tables.configurable
+    khop = KHOP.prepare(graph, tables, spec)
     configs = graph.node_config_feat[:sample_configs]
     start = time.perf_counter()
     naive.layout_config_means(configs)
-    naive.layout_config_joined(configs, context.dims, context.nbytes, context.layouts,
-                               context.operand_pos, context.operand_info, context.operand_dims)
-    naive.layout_changed_aggregates(configs, context.layouts, context.khop)
+    naive.layout_config_joined(configs, t.dims, t.nbytes, t.layouts, t.operand_pos,
+                               t.operand_info, t.operand_dims)
+    naive.layout_changed_aggregates(configs, khop.layouts, khop.weights)
     per_config = (time.perf_counter() - start) / len(configs)
     seeds = graph.node_config_ids[:sample_nodes]
     values = np.ones((graph.n_nodes, 7))

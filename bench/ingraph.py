@@ -39,7 +39,9 @@ from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.frame import FrameMeta
 from xlarank.rank.ingraph import rank_graph
-from xlarank.rank.model import load_ranker, load_ranker_spec, train_ranker
+from xlarank.rank.model import load_model
+from xlarank.rank.spec import load_ranker_spec
+from xlarank.rank.train import train_ranker
 
 ROOT = Path(__file__).resolve().parents[1]
 FRACTIONS = (0.5, 0.2, 0.1, 0.05)
@@ -103,7 +105,7 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
     first_of = first_of_unique[inverse.ravel()]
     row_of = pd.Series(np.arange(n), index=first).reindex(first_of).to_numpy()
     ceiling = noise_ceiling(raw, graph.config_runtime)
-    prior = (load_ranker(prior_dir / collection.slug)
+    prior = (load_model(prior_dir / collection.slug)
              if prior_dir is not None and (prior_dir / collection.slug).exists() else None)
     booster_spec = load_ranker_spec(ROOT / "models" / f"{collection.slug}.toml")
     raw_distinct = raw[first].astype(np.float32)

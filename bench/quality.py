@@ -39,9 +39,11 @@ from xlarank.evaluate import (default_layout_scores, headline_metric, per_graph_
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.features.embedding import save_weights
 from xlarank.features.gnn_train import train_gnn_weights
-from xlarank.frame import FrameMeta, featurize_files, read_frame
+from xlarank.featurize import featurize_files
+from xlarank.frame import FrameMeta, read_frame
 from xlarank.rank.ensemble import average_normalized, load_training_plan
-from xlarank.rank.model import load_ranker_spec, train_ranker
+from xlarank.rank.spec import load_ranker_spec
+from xlarank.rank.train import train_ranker
 
 ROOT = Path(__file__).resolve().parents[1]
 OBJECTIVES = sorted((ROOT / "models" / "objectives").glob("*.toml"))

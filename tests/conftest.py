@@ -8,7 +8,7 @@ import pytest
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.synth import synth_dataset
 from xlarank.features import load_feature_spec
-from xlarank.frame import featurize_files
+from xlarank.featurize import featurize_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = Path(os.environ.get("XLARANK_SAMPLES", ROOT.parent / "shared" / "tpugraphs"))

@@ -16,8 +16,10 @@ from xlarank.data.collections import get_collection, split_files
 from xlarank.distributed import dask_client, train_ranker_dask
 from xlarank.evaluate import headline_metric, per_graph_metrics, summarize
 from xlarank.features import load_feature_spec
-from xlarank.frame import featurize_files, read_frame, read_meta
-from xlarank.rank.model import load_ranker_spec, train_ranker
+from xlarank.featurize import featurize_files
+from xlarank.frame import read_frame, read_meta
+from xlarank.rank.spec import load_ranker_spec
+from xlarank.rank.train import train_ranker
 from xlarank.score import score_files
 
 DEFAULT = load_feature_spec("features/default.toml")

@@ -177,7 +177,9 @@ def test_gnn_train_cli_weights_train_and_travel_with_the_model(tiny_data, tmp_pa
 
     from xlarank.cli import app
     from xlarank.frame import read_frame
-    from xlarank.rank.model import load_ranker, load_ranker_spec, train_ranker
+    from xlarank.rank.model import load_model
+    from xlarank.rank.spec import load_ranker_spec
+    from xlarank.rank.train import train_ranker
 
     runner = CliRunner()
     weights = tmp_path / "gnn.npz"
@@ -200,7 +202,7 @@ def test_gnn_train_cli_weights_train_and_travel_with_the_model(tiny_data, tmp_pa
     ranker = train_ranker(train, meta, spec)
     ranker.save(tmp_path / "model")
     weights.unlink()  # the model carries its own copy
-    again = load_ranker(tmp_path / "model")
+    again = load_model(tmp_path / "model")
     assert (tmp_path / "model" / "gnn_weights.npz").exists()
     assert again.feature_spec.hash == meta.spec_hash
     valid, valid_meta = frames["valid"]

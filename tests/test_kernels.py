@@ -7,7 +7,8 @@ import pytest
 
 import naive
 from xlarank.data.graph import MAX_OPCODE, LayoutGraph, TileGraph, load_graph
-from xlarank.features.build import default_layout, node_shapes, node_slots, operand_tables
+from xlarank.features.families.config_nodes import node_slots
+from xlarank.features.tables import default_layout, node_shapes, operand_tables
 from xlarank.kernels.configs import (layout_config_joined, layout_config_means, layout_node_slots,
                                      tile_config_joined)
 from xlarank.kernels.graph import column_mean_max, csr_by_row, opcode_histogram

@@ -9,8 +9,10 @@ import pytest
 import naive
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.features import featurize_graph, load_feature_spec
-from xlarank.features.build import (khop_weights, layout_config_features, node_shapes,
-                                    undirected_csr)
+from xlarank.features.build import layout_config_features
+from xlarank.features.families.khop import FAMILY as KHOP
+from xlarank.features.families.khop import khop_weights
+from xlarank.features.tables import GraphTables, node_shapes, undirected_csr
 from xlarank.kernels.configs import (config_row_hashes, config_to_int8,
                                      layout_changed_aggregates)
 from xlarank.kernels.graph import khop_sums, khop_union
@@ -141,7 +143,7 @@ def test_khop_weights_are_finite_on_real_samples(samples):
         graph = load_graph(path, configs=False)
         if isinstance(graph, LayoutGraph):
             _, rank, nbytes = node_shapes(graph.node_feat)
-            weights, pruned = khop_weights(graph, 2, rank, nbytes)
+            weights, pruned = khop_weights(graph, 2, rank, nbytes, undirected_csr(graph))
             assert weights.shape == (graph.n_configurable, 7) and np.isfinite(weights).all()
             assert 0 < pruned <= 1
 
@@ -169,15 +171,13 @@ def test_prune_graph_matches_networkx_ego_graphs(samples):
 
 
 def test_changed_aggregates_on_real_samples(samples):
-    from xlarank.features.build import LayoutContext
-
     for path in samples:
         graph = load_graph(path)
         if not isinstance(graph, LayoutGraph):
             continue
-        context = LayoutContext.of(graph, DEFAULT)
+        khop = KHOP.prepare(graph, GraphTables(graph), DEFAULT)
         configs = graph.node_config_feat[:60]
         np.testing.assert_allclose(
-            layout_changed_aggregates(configs, context.layouts, context.khop),
-            naive.layout_changed_aggregates(configs, context.layouts, context.khop),
+            layout_changed_aggregates(configs, khop.layouts, khop.weights),
+            naive.layout_changed_aggregates(configs, khop.layouts, khop.weights),
             rtol=1e-5, atol=1e-4)

@@ -11,9 +11,12 @@ from xlarank.data.graph import load_graph
 from xlarank.errors import MismatchError, XlarankError
 from xlarank.evaluate import per_graph_metrics, random_scores, summarize
 from xlarank.features import feature_names, featurize_graph, load_feature_spec
-from xlarank.frame import featurize_files, group_sizes, read_frame, read_meta
+from xlarank.featurize import featurize_files
+from xlarank.frame import group_sizes, read_frame, read_meta
 from xlarank.rank.labels import relevance_grades
-from xlarank.rank.model import load_ranker, load_ranker_spec, train_ranker
+from xlarank.rank.model import load_model
+from xlarank.rank.spec import load_ranker_spec
+from xlarank.rank.train import train_ranker
 from xlarank.score import ranked_configs
 
 DEFAULT = load_feature_spec("features/default.toml")
@@ -82,7 +85,7 @@ def test_train_save_load_predict(frames, spec_dir, tmp_path, slug):
     valid, valid_meta = read_frame(frames["default", slug, "valid"])
     ranker = train_ranker(train, meta, load_ranker_spec(spec_dir / "lgbm.toml"))
     ranker.save(tmp_path / "m")
-    again = load_ranker(tmp_path / "m")
+    again = load_model(tmp_path / "m")
     again.check_frame(valid_meta)
     np.testing.assert_array_equal(ranker.predict(valid), again.predict(valid))
     assert again.card["features"]["hash"] == DEFAULT.hash
@@ -95,7 +98,7 @@ def test_xgboost_baseline_and_mismatches(frames, spec_dir, tmp_path):
     train, meta = read_frame(frames["baseline", "layout-nlp-random", "train"])
     ranker = train_ranker(train, meta, load_ranker_spec(spec_dir / "xgb.toml"))
     ranker.save(tmp_path / "xgb")
-    loaded = load_ranker(tmp_path / "xgb")
+    loaded = load_model(tmp_path / "xgb")
     np.testing.assert_allclose(loaded.predict(train), ranker.predict(train))
     with pytest.raises(MismatchError, match="feature spec"):
         loaded.check_frame(read_meta(frames["default", "layout-nlp-random", "valid"]))

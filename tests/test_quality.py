@@ -13,10 +13,12 @@ from scipy.stats import rankdata
 from xlarank.errors import MismatchError, SpecError
 from xlarank.evaluate import default_layout_scores, per_graph_metrics, summarize
 from xlarank.frame import read_frame
+from xlarank.rank.boosters import BOOSTERS
 from xlarank.rank.ensemble import Ensemble, average_normalized, per_graph_minmax
 from xlarank.rank.labels import log_slowdown, relevance_grades
-from xlarank.rank.model import (OBJECTIVES, load_ranker, load_ranker_spec, train_ranker,
-                                training_arrays)
+from xlarank.rank.model import load_model
+from xlarank.rank.spec import load_ranker_spec
+from xlarank.rank.train import train_ranker, training_arrays
 
 ROOT = Path(__file__).resolve().parents[1]
 OBJECTIVE_SPECS = sorted((ROOT / "models" / "objectives").glob("*.toml"))
@@ -52,7 +54,7 @@ def test_grades_follow_runtime_order_and_ties(n_grades):
 def test_every_objective_spec_is_listed_and_loads():
     names = {load_ranker_spec(p).objective for p in OBJECTIVE_SPECS}
     assert names == {"lambdarank", "rank_xendcg", "regression", "rank:pairwise", "rank:ndcg"}
-    assert all(o in sum(OBJECTIVES.values(), ()) for o in names)
+    assert all(o in sum((b.objectives for b in BOOSTERS.values()), ()) for o in names)
 
 
 def test_bad_grades_are_refused(tmp_path):
@@ -68,7 +70,7 @@ def test_each_objective_learns_on_synthetic_layout(frames, path, tmp_path):
     spec = small(load_ranker_spec(path), rounds=30)
     ranker = train_ranker(train, meta, spec)
     ranker.save(tmp_path / "m")
-    again = load_ranker(tmp_path / "m")
+    again = load_model(tmp_path / "m")
     scores = again.predict(train)
     np.testing.assert_allclose(scores, ranker.predict(train))
     # Fitting the training graphs themselves must order them far better than chance.
@@ -119,7 +121,7 @@ def test_ensemble_keeps_each_members_order_per_graph_and_round_trips(frames, tmp
         for m in ensemble.members], axis=0)
     np.testing.assert_allclose(scores, expected)
     ensemble.save(tmp_path / "ens")
-    again = load_ranker(tmp_path / "ens")
+    again = load_model(tmp_path / "ens")
     assert isinstance(again, Ensemble) and len(again.members) == 4
     again.check_frame(valid_meta)
     np.testing.assert_allclose(again.predict(valid), scores)
@@ -246,7 +248,7 @@ def test_train_cli_with_an_ensemble_spec(frames, tmp_path):
         "--out", str(tmp_path / "m"), "--valid", str(frames["default", "layout-nlp-random",
                                                               "valid"])])
     assert result.exit_code == 0, result.output
-    model = load_ranker(tmp_path / "m")
+    model = load_model(tmp_path / "m")
     assert isinstance(model, Ensemble)
     assert [m["seed"] for m in model.card["members"]] == [4, 5]
     assert "kendall_tau" in model.card["validation"]

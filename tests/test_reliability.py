@@ -22,8 +22,11 @@ from xlarank.data.synth import synth_dataset
 from xlarank.errors import MismatchError
 from xlarank.evaluate import per_graph_metrics
 from xlarank.features import featurize_graph, load_feature_spec
-from xlarank.frame import featurize_files, parts_dir_for, read_frame, read_meta
-from xlarank.rank.model import load_ranker, load_ranker_spec, train_ranker
+from xlarank.featurize import featurize_files, parts_dir_for
+from xlarank.frame import read_frame, read_meta
+from xlarank.rank.model import load_model
+from xlarank.rank.spec import load_ranker_spec
+from xlarank.rank.train import train_ranker
 from xlarank.score import ranked_configs
 
 DEFAULT = load_feature_spec("features/default.toml")
@@ -125,7 +128,7 @@ def test_model_from_newer_xlarank_is_refused(tiny_data, spec_dir, tmp_path):
     card["format"] += 1
     (tmp_path / "m" / "card.json").write_text(json.dumps(card))
     with pytest.raises(MismatchError, match="newer xlarank"):
-        load_ranker(tmp_path / "m")
+        load_model(tmp_path / "m")
 
 
 def layout_file(path: Path, n_configs: int, nc: int = 4, identical: bool = False,

@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 from xlarank.cli import app
 from xlarank.evaluate import per_graph_metrics, summarize
 from xlarank.frame import read_frame
-from xlarank.rank.model import load_ranker, load_ranker_spec, train_ranker
+from xlarank.rank.model import load_model
+from xlarank.rank.spec import load_ranker_spec
+from xlarank.rank.train import train_ranker
 from xlarank.report import IMAGES, ReportInputs, learning_curve, write_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -41,7 +43,7 @@ def test_report_renders_with_valid_images_and_table(frames, trained, tmp_path, s
 
     valid, meta = read_frame(frames["default", slug, "valid"])
     train, _ = read_frame(frames["default", slug, "train"])
-    model = load_ranker(trained[slug])
+    model = load_model(trained[slug])
     out = write_report(ReportInputs({"xlarank": model}, valid, meta, "valid.parquet", train),
                        tmp_path / "report")
     page = (out / "index.html").read_text()
@@ -66,7 +68,7 @@ def test_report_renders_with_valid_images_and_table(frames, trained, tmp_path, s
 
 def test_learning_curve_ends_at_the_full_model(frames, trained):
     valid, _ = read_frame(frames["default", "tile-xla", "valid"])
-    model = load_ranker(trained["tile-xla"])
+    model = load_model(trained["tile-xla"])
     curve = learning_curve(model, valid, True, "score")
     assert curve["rounds"].iloc[0] == 1 and curve["rounds"].iloc[-1] == model.rounds
     full = summarize(per_graph_metrics(valid, model.predict(valid), True))["score"]

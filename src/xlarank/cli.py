@@ -152,7 +152,7 @@ def featurize(
     a rerun (after a kill, or with files added) redoes only what is missing or changed.
     """
     from xlarank.features.spec import load_feature_spec
-    from xlarank.frame import featurize_files
+    from xlarank.featurize import featurize_files
 
     with _user_errors():
         feature_spec = load_feature_spec(spec)
@@ -249,7 +249,7 @@ def train(
     from xlarank.evaluate import per_graph_metrics, summarize
     from xlarank.frame import read_frame, read_meta
     from xlarank.rank.ensemble import load_training_plan, train_ensemble
-    from xlarank.rank.model import train_ranker
+    from xlarank.rank.train import train_ranker
 
     with _user_errors():
         plans = [load_training_plan(s) for s in spec]
@@ -320,7 +320,7 @@ def evaluate(
     from xlarank.evaluate import (headline_metric, load_eval_indices, per_graph_metrics,
                                   random_scores, summarize)
     from xlarank.frame import read_frame
-    from xlarank.rank.model import load_ranker
+    from xlarank.rank.model import load_model
 
     with _user_errors():
         if (model is None) == (not random_order):
@@ -328,7 +328,7 @@ def evaluate(
         table, meta = read_frame(frame)
         is_tile = get_collection(meta.collection).is_tile
         if model is not None:
-            ranker = load_ranker(model)
+            ranker = load_model(model)
             ranker.check_frame(meta, str(frame))
             scores = ranker.predict(table)
         else:
@@ -412,7 +412,8 @@ def tune(
     from xlarank.evaluate import headline_metric
     from xlarank.files import toml_text
     from xlarank.frame import read_frame
-    from xlarank.rank.model import check_trainable, load_ranker_spec
+    from xlarank.rank.spec import load_ranker_spec
+    from xlarank.rank.train import check_trainable
     from xlarank.rank.tune import tune_spec
 
     with _user_errors():
@@ -465,7 +466,7 @@ def report(
     """HTML page with PNG plots and a metrics CSV: per-graph metric, rank scatter, feature
     importance, learning curve, next to the peers."""
     from xlarank.frame import read_frame
-    from xlarank.rank.model import load_ranker
+    from xlarank.rank.model import load_model
     from xlarank.report import ReportInputs, write_report
 
     with _user_errors():
@@ -474,7 +475,7 @@ def report(
         for entry in model:
             name, _, path = entry.rpartition("=")
             directory = Path(path)
-            ranker = load_ranker(directory)
+            ranker = load_model(directory)
             ranker.check_frame(meta, str(frame))
             models[name or directory.name] = ranker
         train_table = read_frame(train_frame)[0] if train_frame is not None else None

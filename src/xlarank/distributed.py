@@ -1,10 +1,12 @@
-"""Running xlarank on Dask: the only module that imports dask (an optional extra).
+"""Running xlarank on Dask (an optional extra): clients, and training on a cluster.
 
 Featurize and score run one task per file through `xlarank.engine.map_ordered`; training
-uses the boosters' own Dask interfaces (lightgbm.DaskLGBMRanker, xgboost.dask) on
-partitions that each hold whole graphs. Workers read and write the paths they are given,
-so on a cluster of several machines the data, frames and models must sit on a filesystem
-that every worker sees.
+shares its preparation and card with the local engine (`xlarank.rank.train`) and hands
+dask arrays, in partitions that each hold whole graphs, to the booster adapter's
+``fit_dask`` (`xlarank.rank.boosters`: lightgbm.DaskLGBMRanker, xgboost.dask). Only this
+module and those ``fit_dask`` methods import dask, and only when called. Workers read and
+write the paths they are given, so on a cluster of several machines the data, frames and
+models must sit on a filesystem that every worker sees.
 """
 
 from __future__ import annotations
@@ -14,8 +16,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 
-from xlarank.errors import MismatchError, XlarankError
+from xlarank.errors import XlarankError
+from xlarank.frame import read_meta, row_group_graph_sizes
+from xlarank.rank.boosters import DaskArrays, get_library
+from xlarank.rank.ranker import Ranker
+from xlarank.rank.spec import RankerSpec
+from xlarank.rank.train import build_card, check_trainable, training_arrays
 
 
 def _require_dask():
@@ -52,33 +60,39 @@ def _partition_ranges(n_items: int, n_partitions: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
-def train_ranker_dask(client, frame_path: str | Path, spec, threads_per_worker: int = 1):
-    """Train like `xlarank.rank.model.train_ranker`, on the cluster of ``client``.
+def load_partition(frame_path: str, start: int, stop: int, names: list[str], is_tile: bool,
+                   spec: RankerSpec, first_graph: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """On a worker: `xlarank.rank.train.training_arrays` of row groups [start, stop) of a
+    frame (whole graphs), plus qid int64 (rows,) numbering their graphs from
+    ``first_graph``."""
+    frame = pq.ParquetFile(frame_path).read_row_groups(list(range(start, stop))).to_pandas()
+    x, labels, sizes = training_arrays(frame, names, is_tile, spec)
+    qid = np.repeat(np.arange(first_graph, first_graph + len(sizes)), sizes)
+    return x, labels, sizes, qid
+
+
+def train_ranker_dask(client, frame_path: str | Path, spec: RankerSpec,
+                      threads_per_worker: int = 1) -> Ranker:
+    """Train like `xlarank.rank.train.train_ranker`, on the cluster of ``client``.
 
     Each partition reads whole graphs (parquet row groups) of the frame, samples and labels
     them exactly as the local engine does; the booster then trains data-parallel across
-    workers. ``threads_per_worker`` applies to XGBoost (LightGBM's Dask interface uses each
-    worker's own threads). Returns a `Ranker` whose card says engine "dask".
+    workers (the adapter's ``fit_dask``). ``threads_per_worker`` applies to XGBoost
+    (LightGBM's Dask interface uses each worker's own threads). Returns a `Ranker` whose
+    card says engine "dask".
     """
     import operator
 
     import dask
     import dask.array as da
-    import pyarrow.parquet as pq
     from distributed import wait as distributed_wait
-
-    from xlarank.frame import read_meta, row_group_graph_sizes
-    from xlarank.rank.model import (build_card, check_trainable, lightgbm_params,
-                                    load_partition, xgboost_params)
 
     frame_path = str(frame_path)
     meta = read_meta(frame_path)
-    collection = check_trainable(meta, spec)
-    if not (pq.read_table(frame_path, columns=["runtime"])["runtime"].to_numpy() > 0).any():
-        raise MismatchError("the training frame has no runtimes (all zero: a test split?)")
+    runtime = pq.read_table(frame_path, columns=["runtime"])["runtime"].to_numpy()
+    collection = check_trainable(meta, spec, runtime)
     by_row_group = row_group_graph_sizes(frame_path)
-    if not by_row_group:
-        raise XlarankError("the training frame has no rows")
     workers = len(client.scheduler_info()["workers"])
     # Partitions are runs of row groups, so each holds whole graphs.
     ranges = _partition_ranges(len(by_row_group), 4 * max(workers, 1))
@@ -97,44 +111,22 @@ def train_ranker_dask(client, frame_path: str | Path, spec, threads_per_worker: 
     distributed_wait(futures)
     holders = {w for ws in client.who_has(futures).values() for w in ws}
     parts = [[dask.delayed(operator.getitem)(f, k) for k in range(4)] for f in futures]
-    x = da.concatenate([da.from_delayed(p[0], shape=(sum(u), len(names)), dtype=np.float32)
-                        for p, u in zip(parts, used)])
-    y = da.concatenate([da.from_delayed(p[1], shape=(sum(u),),
-                                        dtype=np.float64 if spec.pointwise else np.int32)
-                        for p, u in zip(parts, used)])
-    if spec.library == "lightgbm":
-        import lightgbm as lgb
 
-        group = da.concatenate([da.from_delayed(p[2], shape=(len(u),), dtype=np.int64)
-                                for p, u in zip(parts, used)])
-        params = lightgbm_params(spec, 0)
-        # The scikit-learn style estimators name these differently.
-        params.pop("num_threads")
-        params.pop("verbosity")
-        params.update(random_state=params.pop("seed"), n_estimators=spec.num_rounds,
-                      verbose=-1)
-        if spec.pointwise:
-            model = lgb.DaskLGBMRegressor(client=client, **params)
-            model.fit(x, y, feature_name=names)
-        else:
-            model = lgb.DaskLGBMRanker(client=client, **params)
-            model.fit(x, y, group=group, feature_name=names)
-        booster, version, model_file = model.to_local().booster_, lgb.__version__, "model.txt"
-    else:
-        import xgboost as xgb
-        from xgboost import dask as xgb_dask
+    def column(k: int, shape, dtype):
+        """Item k of every partition's arrays as one dask array; shape(u) is a partition's
+        shape given its used rows per graph u."""
+        return da.concatenate([da.from_delayed(p[k], shape=shape(u), dtype=dtype)
+                               for p, u in zip(parts, used)])
 
-        qid = da.concatenate([da.from_delayed(p[3], shape=(sum(u),), dtype=np.int64)
-                              for p, u in zip(parts, used)])
-        params = xgboost_params(spec, threads_per_worker)
-        data = xgb_dask.DaskDMatrix(client, x, y, qid=None if spec.pointwise else qid,
-                                    feature_names=names)
-        booster = xgb_dask.train(client, params, data, num_boost_round=spec.num_rounds)["booster"]
-        version, model_file = xgb.__version__, "model.json"
-    from xlarank.rank.model import Ranker
-
-    card = build_card(meta, spec, collection, version, model_file,
-                      graphs=int(first_graph[-1]), rows=int(sum(s.sum() for s in sizes)),
-                      rows_used=int(sum(map(sum, used))), seconds=None)
-    card["engine"] = {"name": "dask", "workers": workers, "workers_with_data": len(holders)}
+    data = DaskArrays(
+        x=column(0, lambda u: (sum(u), len(names)), np.float32),
+        labels=column(1, lambda u: (sum(u),), np.float64 if spec.pointwise else np.int32),
+        group=column(2, lambda u: (len(u),), np.int64),
+        qid=column(3, lambda u: (sum(u),), np.int64))
+    booster = get_library(spec.library).fit_dask(client, data, names, spec, threads_per_worker)
+    card = build_card(meta, spec, collection, graphs=int(first_graph[-1]),
+                      rows=int(sum(s.sum() for s in sizes)),
+                      rows_used=int(sum(map(sum, used))), seconds=None,
+                      engine={"name": "dask", "workers": workers,
+                              "workers_with_data": len(holders)})
     return Ranker(card=card, booster=booster)

@@ -11,7 +11,7 @@ from xlarank.errors import MismatchError, XlarankError
 from xlarank.files import read_structured
 from xlarank.frame import group_sizes
 from xlarank.metrics import kendall_tau, ordered_pair_accuracy, slowdown_at
-from xlarank.rank.labels import ranking_target
+from xlarank.target import ranking_target
 
 TILE_KS = (1, 5, 10)
 LAYOUT_KS = (1, 10, 100)

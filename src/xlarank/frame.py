@@ -2,12 +2,12 @@
 
 The parquet file's key-value metadata holds, under the key ``xlarank``, a JSON record of the
 feature spec (name, hash, families), the collection, the split, the feature names and the
-writer's version, so a frame says what it is without its file name.
+writer's version, so a frame says what it is without its file name. This module is the
+format alone; featurizing files into frames is `xlarank.featurize`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -19,12 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xlarank import __version__
-from xlarank.atomic import atomic_path, write_text_atomic
+from xlarank.atomic import atomic_path
 from xlarank.data.collections import Collection
-from xlarank.data.graph import load_graph
-from xlarank.errors import BadGraphError, MismatchError, XlarankError
-from xlarank.features.build import featurize_graph, feature_names
-from xlarank.engine import map_ordered
+from xlarank.errors import MismatchError, XlarankError
 from xlarank.features.spec import FEATURE_SCHEMA_VERSION, FeatureSpec
 
 META_KEY = b"xlarank"
@@ -51,7 +48,8 @@ class FrameMeta:
         return json.dumps(self.__dict__, sort_keys=True)
 
 
-def _schema(names: list[str]) -> pa.Schema:
+def frame_schema(names: list[str]) -> pa.Schema:
+    """The key columns, then one float32 column per feature name."""
     fields = [pa.field("graph_id", pa.string()), pa.field("config_index", pa.int32()),
               pa.field("runtime", pa.int64()), pa.field("normalizer", pa.int64())]
     return pa.schema(fields + [pa.field(n, pa.float32()) for n in names])
@@ -59,8 +57,9 @@ def _schema(names: list[str]) -> pa.Schema:
 
 def write_frame(path: str | Path, blocks: Iterable[pd.DataFrame | pa.Table],
                 collection: Collection, split: str | None, spec: FeatureSpec,
-                skipped: Iterable[str] = (), dedup: bool = False) -> int:
-    """Write feature blocks (one per graph) to a parquet frame.
+                names: list[str], skipped: Iterable[str] = (), dedup: bool = False) -> int:
+    """Write feature blocks (one per graph) to a parquet frame; ``names`` are the spec's
+    feature columns (`xlarank.features.feature_names`).
 
     Blocks are consumed as they come and written in row groups of whole graphs (at least
     ROW_GROUP_ROWS rows, or one large graph), so the frame never has to fit in memory and
@@ -68,8 +67,7 @@ def write_frame(path: str | Path, blocks: Iterable[pd.DataFrame | pa.Table],
     ``skipped`` is read after the blocks, so a list that a block generator fills with the
     files it skipped can be passed. Returns the rows.
     """
-    names = feature_names(spec, collection.is_tile)
-    schema = _schema(names)
+    schema = frame_schema(names)
     rows = 0
     pending: list[pa.Table] = []
     pending_rows = 0
@@ -145,109 +143,3 @@ def group_sizes(frame: pd.DataFrame) -> np.ndarray:
     if len(starts) != len(pd.unique(ids)):
         raise XlarankError("frame rows are not contiguous per graph")
     return sizes
-
-
-
-
-@dataclass(frozen=True)
-class PartJob:
-    """One file to featurize into its own part, for `featurize_part` in any process."""
-
-    path: Path
-    collection: Collection
-    spec: FeatureSpec
-    parts_dir: Path
-    skip_bad: bool
-    dedup: bool
-
-
-@dataclass(frozen=True)
-class PartResult:
-    path: Path
-    checksum: str | None
-    part: Path | None
-    reused: bool
-    error: str | None
-
-
-def file_checksum(path: Path) -> str:
-    """sha256 of a file's bytes, hex."""
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def featurize_part(job: PartJob) -> PartResult:
-    """Featurize one file into ``parts_dir/<name>-<checksum>-<spec hash>.parquet``.
-
-    A part that already exists for the file's current checksum is reused, so a rerun after
-    a kill only redoes missing or changed files. Parts are written atomically.
-    """
-    try:
-        checksum = file_checksum(job.path)
-    except OSError as exc:
-        error = BadGraphError(job.path, f"cannot be read ({exc})")
-        if not job.skip_bad:
-            raise error from None
-        return PartResult(job.path, None, None, False, str(error))
-    kind = "d" if job.dedup else "a"  # distinct configs only, or all
-    part = job.parts_dir / f"{job.path.stem}-{checksum[:16]}-{job.spec.hash[:8]}{kind}.parquet"
-    if part.exists():
-        return PartResult(job.path, checksum, part, True, None)
-    try:
-        # Layout configs stay on disk: featurize_graph streams them block by block.
-        graph = load_graph(job.path, collection=job.collection, configs=False)
-        block = featurize_graph(graph, job.spec, dedup=job.dedup)
-    except BadGraphError as exc:
-        if not job.skip_bad:
-            raise
-        return PartResult(job.path, checksum, None, False, str(exc))
-    names = feature_names(job.spec, job.collection.is_tile)
-    with atomic_path(part) as tmp:
-        pq.write_table(pa.Table.from_pandas(block, schema=_schema(names), preserve_index=False),
-                       tmp)
-    return PartResult(job.path, checksum, part, False, None)
-
-
-def parts_dir_for(out: Path) -> Path:
-    """Where a frame's per-file parts live: a hidden folder beside it."""
-    return out.parent / f".{out.stem}.parts"
-
-
-def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Collection,
-                    split: str | None, spec: FeatureSpec, skip_bad: bool = False,
-                    on_file: Callable[[Path], None] | None = None,
-                    workers: int = 1, dedup: bool | None = None,
-                    client=None) -> tuple[int, list[str], int]:
-    """Featurize many graph files of one collection into one frame, resumably.
-
-    Each file becomes a part (see `featurize_part`) in `parts_dir_for(out)`, a partitioned
-    parquet dataset of one file per graph; then the parts are joined in input order into
-    ``out``, so the frame is the same for any ``workers`` or a Dask ``client``.
-    ``manifest.json`` there records each file's checksum and part. A bad file raises
-    `BadGraphError` and no frame is written, unless ``skip_bad``: then it is left out and
-    named in the result and the frame's metadata. ``dedup`` keeps one row per distinct
-    config (see `featurize_graph`); by default only for the train split, since scoring and
-    evaluation need every config. Returns (rows, skipped, parts reused).
-    """
-    out = Path(out)
-    dedup = (split == "train") if dedup is None else dedup
-    parts_dir = parts_dir_for(out)
-    parts_dir.mkdir(parents=True, exist_ok=True)
-    jobs = [PartJob(Path(p), collection, spec, parts_dir, skip_bad, dedup) for p in paths]
-    results = list(map_ordered(featurize_part, jobs, workers,
-                               on_done=(lambda job: on_file(job.path)) if on_file else None,
-                               client=client))
-    skipped = [r.error for r in results if r.error]
-    parts = [r.part for r in results if r.part is not None]
-    rows = write_frame(out, (pq.read_table(p) for p in parts), collection, split, spec,
-                       skipped, dedup)
-    manifest = {str(r.path): {"checksum": r.checksum, "part": r.part.name if r.part else None,
-                              "error": r.error} for r in results}
-    write_text_atomic(parts_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
-    # Parts of files that changed or left the input are stale, and so are the temporary
-    # files of parts whose writer was killed.
-    keep = {p.name for p in parts} | {"manifest.json"}
-    for stale in parts_dir.iterdir():
-        if stale.name not in keep:
-            stale.unlink()
-    return rows, skipped, sum(r.reused for r in results)

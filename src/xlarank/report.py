@@ -21,6 +21,7 @@ from xlarank.data.collections import get_collection
 from xlarank.evaluate import (default_layout_scores, headline_metric, per_graph_metrics,
                               random_scores, summarize)
 from xlarank.frame import FrameMeta, group_sizes
+from xlarank.target import ranking_target
 
 IMAGES = ("per_graph.png", "rank_scatter.png", "importance.png", "learning_curve.png")
 LEARNING_POINTS = 12
@@ -111,8 +112,6 @@ def _per_graph_plot(per_graph: dict[str, pd.DataFrame], main: str, metric: str, 
 def _scatter_plot(frame: pd.DataFrame, score: np.ndarray, is_tile: bool, n_graphs: int):
     from scipy.stats import rankdata
 
-    from xlarank.rank.labels import ranking_target
-
     target = ranking_target(frame, is_tile)
     starts = np.concatenate([[0], np.cumsum(group_sizes(frame))])
     sizes = np.diff(starts)
@@ -150,7 +149,7 @@ def learning_curve(model, frame: pd.DataFrame, is_tile: bool, metric: str,
                    points: int = LEARNING_POINTS) -> pd.DataFrame:
     """Headline metric after 1..all rounds (``points`` of them) of a single booster; for an
     ensemble, of its first member."""
-    booster = model.members[0] if hasattr(model, "members") else model
+    booster = model.first_member
     rounds = np.unique(np.linspace(1, booster.rounds, points).round().astype(int))
     values = [summarize(per_graph_metrics(frame, booster.predict(frame, int(r)), is_tile))[metric]
               for r in rounds]
@@ -168,8 +167,8 @@ def _learning_plot(inputs: ReportInputs, model, is_tile: bool, metric: str, labe
         ax.plot(train["rounds"], train[metric], marker="o", markersize=3, label="training frame")
     ax.set_xlabel("boosting rounds")
     ax.set_ylabel(label)
-    ax.set_title("learning curve" + (" (first ensemble member)" if hasattr(model, "members")
-                                     else ""))
+    ax.set_title("learning curve" + (" (first ensemble member)"
+                                     if model.first_member is not model else ""))
     ax.legend(fontsize=7)
     return fig
 

@@ -17,12 +17,12 @@ from xlarank.data.graph import load_graph
 from xlarank.engine import map_ordered
 from xlarank.errors import BadGraphError, XlarankError
 from xlarank.features.build import featurize_graph
-from xlarank.rank.model import Ranker, load_ranker
+from xlarank.rank.model import Model, load_model
 
 SUBMISSION_TOP_TILE = 5
 
 
-def load_rankers(models: str | Path) -> dict[str, Ranker]:
+def load_rankers(models: str | Path) -> dict[str, Model]:
     """Rankers by collection id, from one model directory or a folder of them."""
     models = Path(models)
     if (models / "card.json").exists():
@@ -33,14 +33,14 @@ def load_rankers(models: str | Path) -> dict[str, Ranker]:
         dirs = []
     if not dirs:
         raise XlarankError(f"{models}: no trained model (no card.json here or one level down)")
-    rankers: dict[str, Ranker] = {}
+    rankers: dict[str, Model] = {}
     for d in dirs:
-        ranker = load_ranker(d)
+        ranker = load_model(d)
         rankers[ranker.card["collection"]] = ranker
     return rankers
 
 
-def ranked_configs(graph, ranker: Ranker) -> tuple[np.ndarray, np.ndarray]:
+def ranked_configs(graph, ranker: Model) -> tuple[np.ndarray, np.ndarray]:
     """(config indices best first, their scores) for every config of a graph, duplicates too."""
     block = featurize_graph(graph, ranker.feature_spec)
     score = ranker.predict(block)
@@ -49,7 +49,7 @@ def ranked_configs(graph, ranker: Ranker) -> tuple[np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_rankers(models: str, stamp: tuple[int, ...]) -> dict[str, Ranker]:
+def _cached_rankers(models: str, stamp: tuple[int, ...]) -> dict[str, Model]:
     # Each worker process loads the models once, however many files it scores; ``stamp``
     # (the cards' mtimes) makes a model retrained into the same folder a new entry.
     return load_rankers(models)
@@ -122,7 +122,7 @@ def submission_files(data_root: str | Path) -> list[Path]:
     return [p for c in COLLECTIONS for p in split_files(Path(data_root), c, "test")]
 
 
-def write_submission(data_root: str | Path, rankers: dict[str, Ranker], out: str | Path,
+def write_submission(data_root: str | Path, rankers: dict[str, Model], out: str | Path,
                      on_file: Callable[[Path], None] | None = None) -> int:
     """The competition CSV ``ID,TopConfigs`` for the test split of every collection.
 

@@ -80,11 +80,6 @@ class TileGraph(Graph):
     config_feat: np.ndarray = field(repr=False, default=None)
     config_runtime_normalizers: np.ndarray = field(repr=False, default=None)
 
-    @property
-    def normalized_runtime(self) -> np.ndarray:
-        """float64 (n_configs,): runtime / normalizer, the tile ranking target."""
-        return self.config_runtime / self.config_runtime_normalizers
-
 
 @dataclass(frozen=True, eq=False)
 class LayoutGraph(Graph):

@@ -1,4 +1,6 @@
-"""Feature families and specs; the only caller of `xlarank.kernels`."""
+"""Featurizing graphs: feature specs, the family registry (`families/`), the per-graph
+tables the families share (`tables`) and the builder that loops over a spec's families
+(`build`)."""
 
 from xlarank.features.build import KEY_COLUMNS, feature_names, featurize_graph
 from xlarank.features.spec import FeatureSpec, load_feature_spec

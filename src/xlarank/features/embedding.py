@@ -31,6 +31,7 @@ import numpy as np
 
 from xlarank.data.graph import MAX_OPCODE, LayoutGraph, TileGraph
 from xlarank.errors import SpecError
+from xlarank.features.prune import prune_graph
 from xlarank.kernels.configs import TILE_JOINED_NAMES
 from xlarank.kernels.graph import csr_by_row, gnn_input_layer, gnn_message_layer
 
@@ -152,9 +153,6 @@ def node_embeddings(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: 
 def layout_node_heads(graph: LayoutGraph, k: int, weights: GnnWeights) -> np.ndarray:
     """float64 (nc, HEAD_DIM): each configurable node's projected embedding, computed on
     the graph pruned to the configurable nodes' k-hop neighbourhoods."""
-    # Imported here: prune needs build, which imports this module.
-    from xlarank.features.prune import prune_graph
-
     pruned, _ = prune_graph(graph, k)
     h = node_embeddings(pruned.node_feat, pruned.node_opcode, pruned.edge_index, weights)
     return np.ascontiguousarray(np.tanh(h[pruned.node_config_ids] @ weights["head"]))

@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from xlarank.data.graph import LayoutGraph
-from xlarank.features.build import undirected_csr
+from xlarank.features.tables import undirected_csr
 from xlarank.kernels.graph import khop_union
 
 

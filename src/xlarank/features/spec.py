@@ -14,20 +14,6 @@ from xlarank.files import read_structured
 # schema are then refused instead of being mixed.
 FEATURE_SCHEMA_VERSION = 5
 
-FAMILIES = {
-    "graph": "graph size, opcode histogram and node-feature aggregates (one value per graph)",
-    "config_raw": "the config columns themselves; layout: their mean over configurable nodes",
-    "config_joined": "configs joined with the graph's shapes: padding, alignment, relayouts",
-    "khop": "layout: k-hop neighbourhoods of the configurable nodes whose layout a config "
-            "changes (size, bytes, rank, op mix), and the pruned graph's size",
-    "config_nodes": "layout: the 16 largest configurable nodes one by one (whether the "
-                    "config moves each off its default, positions fixed, padding, relayout "
-                    "bytes), so which node got which layout survives",
-    "gnn": "a small message-passing network's node embeddings over the pruned graph: "
-           "layout, each configurable node's embedding modulated by the config's layout "
-           "of it, mean and max over those nodes; tile, joined with the tile features; "
-           "weights from `gnn` (random:SEED, or a weights .npz)",
-}
 DEFAULT_GNN = "random:0"
 
 
@@ -60,6 +46,13 @@ class FeatureSpec:
             out["gnn"] = self.gnn
         return out
 
+    @classmethod
+    def from_dict(cls, data: dict) -> FeatureSpec:
+        """The spec that `to_dict` wrote (frame metadata, model cards): name, families, k
+        and gnn (default random:0); the hash and schema there are not read back."""
+        return cls(str(data["name"]), tuple(data["families"]), int(data.get("k", 2)),
+                   str(data.get("gnn") or DEFAULT_GNN))
+
     def with_gnn(self, weights: str = DEFAULT_GNN) -> FeatureSpec:
         """This spec plus the gnn family (if missing) with the given weights."""
         families = self.families if "gnn" in self.families else (*self.families, "gnn")
@@ -78,16 +71,27 @@ def gnn_identity(weights: str) -> str:
         raise SpecError(f"{weights}: gnn weights cannot be read ({exc.strerror})") from None
 
 
+def known_families() -> dict:
+    """The feature family registry, name to family (`xlarank.features.families`)."""
+    # Imported on use: the families load the Numba kernels, and specs are also read by
+    # modules that never featurize (training, evaluation).
+    from xlarank.features.families import FAMILIES
+
+    return FAMILIES
+
+
 def load_feature_spec(path: str | Path) -> FeatureSpec:
-    """Read a feature spec TOML: ``name`` and ``families`` (a list drawn from FAMILIES)."""
+    """Read a feature spec TOML: ``name`` and ``families`` (a list drawn from the family
+    registry), optionally ``k`` and ``gnn``."""
     path = Path(path)
     raw = read_structured(path, "feature spec", SpecError)
     families = raw.get("families")
+    known = known_families()
     if not isinstance(families, list) or not families:
-        raise SpecError(f"{path}: 'families' must be a non-empty list; known: {', '.join(FAMILIES)}")
-    unknown = [f for f in families if f not in FAMILIES]
+        raise SpecError(f"{path}: 'families' must be a non-empty list; known: {', '.join(known)}")
+    unknown = [f for f in families if f not in known]
     if unknown:
-        raise SpecError(f"{path}: unknown feature families {unknown}; known: {', '.join(FAMILIES)}")
+        raise SpecError(f"{path}: unknown feature families {unknown}; known: {', '.join(known)}")
     k = raw.get("k", 2)
     if not isinstance(k, int) or not 0 <= k <= 8:
         raise SpecError(f"{path}: 'k' (neighbourhood radius in hops) must be an integer in 0..8")

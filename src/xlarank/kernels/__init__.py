@@ -1,5 +1,7 @@
 """Numba kernels: arrays in, arrays out, no validation and no Python objects.
 
-Only `xlarank.features` calls them; it checks and shapes the inputs first. Each kernel has
-a plain reference in tests/naive.py that the tests compare it with.
+Their callers check and shape the inputs first: the feature families and tables
+(`xlarank.features`), and the reader (`xlarank.data.graph`: narrowing configs to int8 and
+hashing them). Each kernel has a plain reference in tests/naive.py that the tests compare
+it with.
 """

@@ -1,1 +1,16 @@
-"""Labels from runtimes, booster specs, training, saved models."""
+"""Ranking configs: labels, booster adapters, specs, training, saved models.
+
+Modules, each importing only those listed above it:
+
+    labels    relevance grades and log slowdowns from the ranking target, per graph
+    boosters  one adapter per booster library (LightGBM, XGBoost) and their registry
+    spec      RankerSpec, read from models/*.toml and checked against the adapters
+    ranker    Ranker: one trained booster and its card; the card file and its format
+    ensemble  Ensemble: rankers whose per-graph normalized scores are averaged
+    model     Model, the interface both share, and load_model for either kind
+    train     shared preparation (checks, sampling, labels), the card, local training
+    tune      random search over a spec's parameters
+    ingraph   in-graph ranking: a graph-local booster from some measured configs
+
+`xlarank.distributed` trains on Dask with `train`'s preparation and card.
+"""

@@ -4,13 +4,12 @@ Each member's scores are min-max normalized within each graph before averaging, 
 whose scores live on different scales (a LambdaRank margin, a regressed log slowdown) weigh
 alike; public TpuGraphs solutions found this beats averaging ranks. An ensemble is saved as a
 directory holding ``card.json`` (kind "ensemble") and one ranker directory per member under
-``members/``; `xlarank.rank.model.load_ranker` reads either kind.
+``members/``; `xlarank.rank.model.load_model` reads either kind.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +20,10 @@ import pandas as pd
 from xlarank.atomic import atomic_dir
 from xlarank.errors import MismatchError, SpecError, XlarankError
 from xlarank.features.spec import FeatureSpec
-from xlarank.frame import FrameMeta
 from xlarank.files import read_structured
-from xlarank.rank.model import MODEL_FORMAT, Ranker, RankerSpec, load_ranker, load_ranker_spec
+from xlarank.frame import FrameMeta
+from xlarank.rank.ranker import MODEL_FORMAT, Ranker, write_card
+from xlarank.rank.spec import RankerSpec, load_ranker_spec
 
 ENSEMBLE_KIND = "ensemble"
 
@@ -51,16 +51,30 @@ class Ensemble:
     card: dict
     members: list[Ranker]
 
+    @classmethod
+    def load(cls, directory: Path, card: dict) -> Ensemble:
+        """The ensemble saved in a directory whose card (kind "ensemble") is read already."""
+        members = [Ranker.load(directory / entry["dir"]) for entry in card["members"]]
+        if not members:
+            raise XlarankError(f"{directory}: ensemble card lists no members")
+        return cls(card=card, members=members)
+
+    @property
+    def first_member(self) -> Ranker:
+        """The first member; its learning curve stands for the ensemble's."""
+        return self.members[0]
+
     @property
     def feature_names(self) -> list[str]:
-        return self.members[0].feature_names
+        return self.first_member.feature_names
 
     @property
     def feature_spec(self) -> FeatureSpec:
-        return self.members[0].feature_spec
+        return self.first_member.feature_spec
 
     def check_frame(self, meta: FrameMeta, where: str = "frame") -> None:
-        self.members[0].check_frame(meta, where)
+        """Refuse a frame of another feature spec or collection (the members share both)."""
+        self.first_member.check_frame(meta, where)
 
     def predict(self, frame: pd.DataFrame) -> np.ndarray:
         """float64 (n_rows,) in [0, 1], higher means faster; frame needs graph_id."""
@@ -79,7 +93,7 @@ class Ensemble:
         with atomic_dir(directory) as tmp:
             for entry, member in zip(self.card["members"], self.members):
                 member.save(tmp / entry["dir"])
-            (tmp / "card.json").write_text(json.dumps(self.card, indent=2) + "\n")
+            write_card(tmp, self.card)
         return directory
 
 
@@ -113,17 +127,11 @@ def ensemble_card(members: list[Ranker]) -> dict:
 def train_ensemble(specs: list[RankerSpec], seeds: list[int] | None,
                    train_one: Callable[[RankerSpec], Ranker]) -> Ensemble:
     """One member per (spec, seed), in that order, each from ``train_one`` (e.g. a
-    `train_ranker` bound to a frame, or its Dask twin). ``seeds`` None keeps each spec's."""
+    `xlarank.rank.train.train_ranker` bound to a frame, or its Dask twin). ``seeds`` None
+    keeps each spec's."""
     members = [train_one(dataclasses.replace(spec, seed=seed)) for spec in specs
                for seed in (seeds or [spec.seed])]
     return Ensemble(card=ensemble_card(members), members=members)
-
-
-def load_ensemble(directory: Path, card: dict) -> Ensemble:
-    members = [load_ranker(directory / entry["dir"]) for entry in card["members"]]
-    if not members:
-        raise XlarankError(f"{directory}: ensemble card lists no members")
-    return Ensemble(card=card, members=members)
 
 
 def load_training_plan(path: str | Path) -> tuple[list[RankerSpec], list[int] | None]:

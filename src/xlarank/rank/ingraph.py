@@ -24,6 +24,7 @@ from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.errors import MismatchError, XlarankError
 from xlarank.features.build import featurize_graph
 from xlarank.features.spec import FeatureSpec
+from xlarank.rank.model import load_model
 
 # The per-config families; ``graph`` is one value per graph, constant here.
 IN_GRAPH_SPEC = FeatureSpec("in-graph", ("config_raw", "config_joined", "khop", "config_nodes"))
@@ -140,9 +141,7 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
     if runtime.nunique() < 2:
         raise MeasuredError(f"{graph.path}: every measured runtime is equal; nothing to learn")
     if prior is not None and not hasattr(prior, "predict"):
-        from xlarank.rank.model import load_ranker
-
-        prior = load_ranker(prior)
+        prior = load_model(prior)
     if prior is not None and graph.collection is not None \
             and prior.card["collection"] != graph.collection.id:
         raise MismatchError(f"{graph.path}: collection {graph.collection.id}, but the prior "

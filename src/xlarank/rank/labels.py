@@ -1,21 +1,12 @@
-"""Relevance labels from runtimes, within each graph."""
+"""Training labels from the ranking target (`xlarank.target.ranking_target`), within each
+graph: relevance grades for ranking objectives, log slowdowns for pointwise ones."""
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 # LightGBM's default label_gain has 31 entries, so grades run 0..30.
 N_GRADES = 31
-
-
-def ranking_target(frame: pd.DataFrame, is_tile: bool) -> np.ndarray:
-    """float64 (n_rows,): what is ranked, smaller is better.
-
-    Tile: runtime / normalizer. Layout: the runtime itself (exact in float64 below 2^53 ns).
-    """
-    runtime = frame["runtime"].to_numpy(dtype=np.float64)
-    return runtime / frame["normalizer"].to_numpy(dtype=np.float64) if is_tile else runtime
 
 
 def relevance_grades(target: np.ndarray, group_sizes: np.ndarray,

@@ -3,7 +3,8 @@
 The budget is a number of trials (and optionally a time limit). Trial 0 is the starting
 spec itself, so the chosen spec is never worse than the start on the validation frame it
 was chosen on; that score is optimistic for the same reason, so judge the result on
-other data. Draws come from scikit-learn's ParameterSampler, seeded.
+other data. Draws come from scikit-learn's ParameterSampler, seeded, over the search space
+of the spec's library (`xlarank.rank.boosters`).
 """
 
 from __future__ import annotations
@@ -13,44 +14,30 @@ import time
 from collections.abc import Callable
 
 import pandas as pd
-from scipy.stats import loguniform, uniform
 from sklearn.model_selection import ParameterSampler
 
 from xlarank.data.collections import get_collection
 from xlarank.evaluate import headline_metric, per_graph_metrics, summarize
 from xlarank.frame import FrameMeta
-from xlarank.rank.model import RankerSpec, train_ranker
+from xlarank.rank.boosters import get_library
+from xlarank.rank.spec import RankerSpec
+from xlarank.rank.train import train_ranker
 
-# What a trial may change; "num_rounds" and "objective" are spec fields, the rest params.
-SEARCH_SPACE = {
-    "lightgbm": {
-        "objective": ["lambdarank", "rank_xendcg"],
-        "num_rounds": [100, 200, 300, 500],
-        "learning_rate": loguniform(0.02, 0.2),
-        "num_leaves": [15, 31, 63, 127],
-        "min_data_in_leaf": [5, 10, 20, 50],
-        "feature_fraction": uniform(0.5, 0.5),
-        "lambdarank_truncation_level": [16, 32, 64],
-    },
-    "xgboost": {
-        "num_rounds": [100, 200, 300, 500],
-        "eta": loguniform(0.02, 0.2),
-        "max_depth": [4, 6, 8],
-        "subsample": uniform(0.6, 0.4),
-        "colsample_bytree": uniform(0.5, 0.5),
-    },
-}
+# Spec fields a trial may change (the library's search space says which); the rest of a
+# draw are params.
 SPEC_FIELDS = ("objective", "num_rounds")
 
 
 def apply_draw(spec: RankerSpec, draw: dict) -> RankerSpec:
-    """The spec with a draw's values; a LambdaRank-only parameter is dropped otherwise."""
+    """The spec with a draw's values; a parameter that only one objective accepts (the
+    library's ``objective_only_params``) is dropped under any other."""
     fields = {k: v for k, v in draw.items() if k in SPEC_FIELDS}
     params = {**spec.params, **{k: (round(float(v), 5) if isinstance(v, float) else v)
                                 for k, v in draw.items() if k not in SPEC_FIELDS}}
     objective = fields.get("objective", spec.objective)
-    if objective != "lambdarank":
-        params.pop("lambdarank_truncation_level", None)
+    for name, only in get_library(spec.library).objective_only_params.items():
+        if objective != only:
+            params.pop(name, None)
     return dataclasses.replace(spec, **fields, params=params)
 
 
@@ -63,10 +50,9 @@ def tune_spec(train: pd.DataFrame, meta: FrameMeta, valid: pd.DataFrame, spec: R
     Runs at most ``trials`` trials (the first is ``spec`` unchanged) and stops early once
     ``max_seconds`` have passed. The metric is the collection's headline one on ``valid``.
     """
+    space = get_library(spec.library).search_space()
     if spec.pointwise:
-        space = {k: v for k, v in SEARCH_SPACE[spec.library].items() if k != "objective"}
-    else:
-        space = SEARCH_SPACE[spec.library]
+        space = {k: v for k, v in space.items() if k != "objective"}
     is_tile = get_collection(meta.collection).is_tile
     metric = headline_metric(is_tile)
     draws = [{}] + list(ParameterSampler(space, n_iter=max(trials - 1, 0), random_state=seed))

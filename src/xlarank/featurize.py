@@ -1,0 +1,132 @@
+"""Featurizing many graph files of one collection into a frame, resumably.
+
+Each file becomes a part (one parquet file per graph, named by the file's checksum and the
+spec's hash) in a hidden folder beside the frame, so a rerun after a kill only redoes
+missing or changed files; then the parts are joined, in input order, into the frame
+(`xlarank.frame`). Files run in local processes or on Dask (`xlarank.engine`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from xlarank.atomic import atomic_path, write_text_atomic
+from xlarank.data.collections import Collection
+from xlarank.data.graph import load_graph
+from xlarank.engine import map_ordered
+from xlarank.errors import BadGraphError
+from xlarank.features.build import feature_names, featurize_graph
+from xlarank.features.spec import FeatureSpec
+from xlarank.frame import frame_schema, write_frame
+
+
+@dataclass(frozen=True)
+class PartJob:
+    """One file to featurize into its own part, for `featurize_part` in any process."""
+
+    path: Path
+    collection: Collection
+    spec: FeatureSpec
+    parts_dir: Path
+    skip_bad: bool
+    dedup: bool
+
+
+@dataclass(frozen=True)
+class PartResult:
+    path: Path
+    checksum: str | None
+    part: Path | None
+    reused: bool
+    error: str | None
+
+
+def file_checksum(path: Path) -> str:
+    """sha256 of a file's bytes, hex."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def featurize_part(job: PartJob) -> PartResult:
+    """Featurize one file into ``parts_dir/<name>-<checksum>-<spec hash>.parquet``.
+
+    A part that already exists for the file's current checksum is reused, so a rerun after
+    a kill only redoes missing or changed files. Parts are written atomically.
+    """
+    try:
+        checksum = file_checksum(job.path)
+    except OSError as exc:
+        error = BadGraphError(job.path, f"cannot be read ({exc})")
+        if not job.skip_bad:
+            raise error from None
+        return PartResult(job.path, None, None, False, str(error))
+    kind = "d" if job.dedup else "a"  # distinct configs only, or all
+    part = job.parts_dir / f"{job.path.stem}-{checksum[:16]}-{job.spec.hash[:8]}{kind}.parquet"
+    if part.exists():
+        return PartResult(job.path, checksum, part, True, None)
+    try:
+        # Layout configs stay on disk: featurize_graph streams them block by block.
+        graph = load_graph(job.path, collection=job.collection, configs=False)
+        block = featurize_graph(graph, job.spec, dedup=job.dedup)
+    except BadGraphError as exc:
+        if not job.skip_bad:
+            raise
+        return PartResult(job.path, checksum, None, False, str(exc))
+    names = feature_names(job.spec, job.collection.is_tile)
+    with atomic_path(part) as tmp:
+        pq.write_table(pa.Table.from_pandas(block, schema=frame_schema(names),
+                                           preserve_index=False),
+                       tmp)
+    return PartResult(job.path, checksum, part, False, None)
+
+
+def parts_dir_for(out: Path) -> Path:
+    """Where a frame's per-file parts live: a hidden folder beside it."""
+    return out.parent / f".{out.stem}.parts"
+
+
+def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Collection,
+                    split: str | None, spec: FeatureSpec, skip_bad: bool = False,
+                    on_file: Callable[[Path], None] | None = None,
+                    workers: int = 1, dedup: bool | None = None,
+                    client=None) -> tuple[int, list[str], int]:
+    """Featurize many graph files of one collection into one frame, resumably.
+
+    Each file becomes a part (see `featurize_part`) in `parts_dir_for(out)`, a partitioned
+    parquet dataset of one file per graph; then the parts are joined in input order into
+    ``out``, so the frame is the same for any ``workers`` or a Dask ``client``.
+    ``manifest.json`` there records each file's checksum and part. A bad file raises
+    `BadGraphError` and no frame is written, unless ``skip_bad``: then it is left out and
+    named in the result and the frame's metadata. ``dedup`` keeps one row per distinct
+    config (see `featurize_graph`); by default only for the train split, since scoring and
+    evaluation need every config. Returns (rows, skipped, parts reused).
+    """
+    out = Path(out)
+    dedup = (split == "train") if dedup is None else dedup
+    parts_dir = parts_dir_for(out)
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    jobs = [PartJob(Path(p), collection, spec, parts_dir, skip_bad, dedup) for p in paths]
+    results = list(map_ordered(featurize_part, jobs, workers,
+                               on_done=(lambda job: on_file(job.path)) if on_file else None,
+                               client=client))
+    skipped = [r.error for r in results if r.error]
+    parts = [r.part for r in results if r.part is not None]
+    rows = write_frame(out, (pq.read_table(p) for p in parts), collection, split, spec,
+                       feature_names(spec, collection.is_tile), skipped, dedup)
+    manifest = {str(r.path): {"checksum": r.checksum, "part": r.part.name if r.part else None,
+                              "error": r.error} for r in results}
+    write_text_atomic(parts_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
+    # Parts of files that changed or left the input are stale, and so are the temporary
+    # files of parts whose writer was killed.
+    keep = {p.name for p in parts} | {"manifest.json"}
+    for stale in parts_dir.iterdir():
+        if stale.name not in keep:
+            stale.unlink()
+    return rows, skipped, sum(r.reused for r in results)

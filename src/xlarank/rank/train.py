@@ -1,0 +1,122 @@
+"""Training one ranker: the preparation and the card that every engine shares.
+
+Both engines refuse the same frames (`check_trainable`), draw and label the same rows
+(`training_arrays`: local on the whole frame, `xlarank.distributed` per partition of whole
+graphs) and write the same card (`build_card`); they differ only in the adapter's fit call
+(`fit` here, `fit_dask` there).
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+import zlib
+from dataclasses import asdict
+
+import numpy as np
+import pandas as pd
+
+from xlarank import __version__
+from xlarank.data.collections import Collection, get_collection
+from xlarank.errors import MismatchError, XlarankError
+from xlarank.frame import FrameMeta, group_sizes
+from xlarank.rank.boosters import get_library
+from xlarank.rank.labels import log_slowdown, relevance_grades
+from xlarank.rank.ranker import MODEL_FORMAT, Ranker
+from xlarank.rank.spec import RankerSpec
+from xlarank.target import ranking_target
+
+
+def check_trainable(meta: FrameMeta, spec: RankerSpec,
+                    runtime: np.ndarray | None = None) -> Collection:
+    """The frame's collection, after refusing frames this spec cannot train on: frames of
+    another feature spec and, given the frame's runtimes (n_rows,), frames without rows
+    or without runtimes (a test split)."""
+    if meta.spec["name"] != spec.features:
+        raise MismatchError(f"frame has feature spec {meta.spec['name']!r}, booster spec "
+                            f"{spec.name!r} wants {spec.features!r}")
+    collection = get_collection(meta.collection)
+    if runtime is not None:
+        if len(runtime) == 0:
+            raise XlarankError("the training frame has no rows")
+        if not (runtime > 0).any():
+            raise MismatchError("the training frame has no runtimes (all zero: a test split?)")
+    return collection
+
+
+def sample_configs(frame: pd.DataFrame, sizes: np.ndarray, limit: int,
+                   seed: int) -> np.ndarray:
+    """int64 row ids keeping at most ``limit`` random configs of each graph, in order.
+
+    Each graph's draw is seeded by (seed, its id), so it is the same whichever engine or
+    partition reads the graph.
+    """
+    ids = frame["graph_id"].to_numpy()
+    keep, start = [], 0
+    for size in sizes:
+        rows = np.arange(start, start + size)
+        if size > limit:
+            rng = np.random.default_rng([seed, zlib.crc32(str(ids[start]).encode())])
+            rows = np.sort(rng.choice(rows, limit, replace=False))
+        keep.append(rows)
+        start += size
+    return np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
+
+
+def training_arrays(frame: pd.DataFrame, names: list[str], is_tile: bool, spec: RankerSpec
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sampled rows of a frame of whole graphs: x float32 (rows, features), labels (rows,),
+    group sizes int64 (graphs,).
+
+    Labels are int32 relevance grades (higher is faster) for ranking objectives, and
+    float64 -log_slowdown (0 for the fastest, higher is faster) for pointwise ones.
+    """
+    rows = sample_configs(frame, group_sizes(frame), spec.max_configs_per_graph, spec.seed)
+    train = frame.iloc[rows]
+    sizes = group_sizes(train)
+    target = ranking_target(train, is_tile)
+    labels = (-log_slowdown(target, sizes) if spec.pointwise
+              else relevance_grades(target, sizes, spec.grades))
+    return train[names].to_numpy(dtype=np.float32), labels, sizes
+
+
+def build_card(meta: FrameMeta, spec: RankerSpec, collection: Collection, graphs: int,
+               rows: int, rows_used: int, seconds: float | None,
+               engine: dict | None = None) -> dict:
+    """The card of a ranker trained on a frame: ``graphs`` and ``rows`` of the frame,
+    ``rows_used`` after sampling; ``engine`` None is the local one."""
+    library = get_library(spec.library)
+    return {
+        "format": MODEL_FORMAT,
+        "collection": collection.id,
+        "library": spec.library,
+        "objective": spec.objective,
+        "model_file": library.model_file,
+        "spec": asdict(spec),
+        "features": {**meta.spec, "names": meta.feature_names},
+        "training_data": {"split": meta.split, "graphs": int(graphs), "rows": int(rows),
+                          "rows_used": int(rows_used), "deduplicated": meta.dedup,
+                          "skipped_files": len(meta.skipped)},
+        "seed": spec.seed,
+        "train_seconds": None if seconds is None else round(seconds, 3),
+        "engine": engine or {"name": "local"},
+        "versions": {"xlarank": __version__, spec.library: library.version,
+                     "numpy": np.__version__, "python": platform.python_version()},
+    }
+
+
+def train_ranker(frame: pd.DataFrame, meta: FrameMeta, spec: RankerSpec,
+                 threads: int = 0) -> Ranker:
+    """Fit one booster on a frame; groups are graphs, labels are within-graph grades.
+
+    At most ``spec.max_configs_per_graph`` configs per graph are drawn (seeded) for
+    training. ``threads`` 0 lets the booster choose.
+    """
+    collection = check_trainable(meta, spec, frame["runtime"].to_numpy())
+    names = meta.feature_names
+    x, labels, sizes = training_arrays(frame, names, collection.is_tile, spec)
+    started = time.perf_counter()
+    booster = get_library(spec.library).fit(x, labels, sizes, names, spec, threads)
+    card = build_card(meta, spec, collection, graphs=len(group_sizes(frame)), rows=len(frame),
+                      rows_used=len(x), seconds=time.perf_counter() - started)
+    return Ranker(card=card, booster=booster)
