@@ -22,13 +22,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 import pandas as pd
 from scipy.stats import kendalltau
 
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import load_graph
-from xlarank.evaluate import headline_metric, per_graph_metrics, random_scores, summarize
+from xlarank.evaluate import headline, headline_metric, random_scores
 from xlarank.features import feature_names, featurize_graph, load_feature_spec
 from xlarank.features.spec import FeatureSpec
 from xlarank.featurize import featurize_files
@@ -113,8 +112,7 @@ def main() -> None:
             load_ranker_spec(ROOT / "models" / f"{collection.slug}.toml"), features=spec.name)
         metric = headline_metric(collection.is_tile)
         row = {"collection": collection.id, "metric": metric}
-        random = summarize(per_graph_metrics(valid, random_scores(valid, 0), collection.is_tile))
-        row["random"] = random[metric]
+        row["random"] = headline(valid, random_scores(valid, 0), collection.is_tile)
         for removed in (None, *spec.families):
             family_columns = (set(feature_names(FeatureSpec(removed, (removed,), spec.k),
                                                 collection.is_tile)) if removed else set())
@@ -125,8 +123,8 @@ def main() -> None:
             ranker = train_ranker(train, dataclasses.replace(meta, feature_names=kept),
                                   ranker_spec)
             scores = ranker.predict(valid)
-            value = summarize(per_graph_metrics(valid, scores, collection.is_tile))[metric]
-            row["all features" if removed is None else f"without {removed}"] = value
+            row["all features" if removed is None else f"without {removed}"] = headline(
+                valid, scores, collection.is_tile)
             row.setdefault("train_seconds", {})[removed or "all"] = round(
                 time.perf_counter() - started, 2)
         results.append(row)

@@ -30,12 +30,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from xlarank.data.collections import COLLECTIONS, get_collection, split_files
 from xlarank.data.graph import load_graph
-from xlarank.evaluate import (default_layout_scores, headline_metric, per_graph_metrics,
-                              random_scores, summarize)
+from xlarank.evaluate import default_layout_scores, headline, headline_metric, random_scores
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.features.embedding import save_weights
 from xlarank.features.gnn_train import train_gnn_weights
@@ -54,10 +52,6 @@ GNN_NAME = "xlarank default + gnn columns (random weights)"
 GNN_SPEC = load_feature_spec(ROOT / "features" / "default.toml").with_gnn("random:0")
 TRAINED_GNN_NAME = "xlarank default + gnn columns (trained weights)"
 GNN_EPOCHS = 5
-
-
-def headline(frame: pd.DataFrame, scores: np.ndarray, is_tile: bool) -> float:
-    return summarize(per_graph_metrics(frame, scores, is_tile))[headline_metric(is_tile)]
 
 
 def evaluate_seed(train: dict, valid: dict, specs: dict, ensemble: tuple, seed: int,

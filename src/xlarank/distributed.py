@@ -1,5 +1,8 @@
 """Running xlarank on Dask (an optional extra): clients, and training on a cluster.
 
+`engine_client` turns the commands' engine choice (local, or dask at a scheduler or on a
+local cluster) into None or a client.
+
 Featurize and score run one task per file through `xlarank.engine.map_ordered`; training
 shares its preparation and card with the local engine (`xlarank.rank.train`) and hands
 dask arrays, in partitions that each hold whole graphs, to the booster adapter's
@@ -52,6 +55,29 @@ def dask_client(scheduler: str | None = None, workers: int = 2) -> Iterator[obje
                                   host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster, \
             distributed.Client(cluster) as client:
         yield client
+
+
+@contextmanager
+def engine_client(engine: str, scheduler: str | None = None,
+                  workers: int = 2) -> Iterator[object | None]:
+    """None for the local engine, else a Dask client: connected to ``scheduler`` if given,
+    else to a local cluster of ``workers`` processes (at least one).
+
+    Raises
+    ------
+    XlarankError
+        An unknown engine, a ``scheduler`` with the local engine, the dask extra missing,
+        or a scheduler that cannot be reached.
+    """
+    if engine == "local":
+        if scheduler:
+            raise XlarankError("--scheduler needs --engine dask")
+        yield None
+    elif engine == "dask":
+        with dask_client(scheduler, max(workers, 1)) as client:
+            yield client
+    else:
+        raise XlarankError(f"unknown engine {engine!r}; known: local, dask")
 
 
 def _partition_ranges(n_items: int, n_partitions: int) -> list[tuple[int, int]]:

@@ -1,25 +1,45 @@
-"""Per-graph and mean metrics of scores on a labelled frame."""
+"""Per-graph and mean metrics of scores on a labelled frame, evaluation records and the
+table that compares them.
+
+`headline` is the one number per collection that everything (evaluate, tune, report, the
+benchmarks) ranks by; `headline_metric` names it and `headline_label` says it in words.
+`evaluate_model` scores a saved model (or a random order) on a frame file and writes the
+per-graph CSV with its summary JSON beside it; `compare_runs` tables those summaries.
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from xlarank.atomic import atomic_path, write_text_atomic
+from xlarank.data.collections import COLLECTIONS, get_collection
 from xlarank.errors import MismatchError, XlarankError
 from xlarank.files import read_structured
-from xlarank.frame import group_sizes
+from xlarank.frame import group_sizes, read_frame
 from xlarank.metrics import kendall_tau, ordered_pair_accuracy, slowdown_at
 from xlarank.target import ranking_target
 
 TILE_KS = (1, 5, 10)
 LAYOUT_KS = (1, 10, 100)
+# The headline metric's column name -> how tables and plots name it.
+HEADLINE_LABELS = {"score": "1 - slowdown@5", "kendall_tau": "Kendall tau"}
+# The summary JSON that `evaluate_model` writes beside a per-graph CSV ends in this.
+SUMMARY_SUFFIX = ".summary.json"
 
 
 def headline_metric(is_tile: bool) -> str:
     """The competition's per-collection score: 1 - slowdown@5 (tile) or Kendall tau (layout)."""
     return "score" if is_tile else "kendall_tau"
+
+
+def headline_label(is_tile: bool) -> str:
+    """The headline metric in words: "1 - slowdown@5" (tile) or "Kendall tau" (layout)."""
+    return HEADLINE_LABELS[headline_metric(is_tile)]
 
 
 def load_eval_indices(path: str | Path) -> dict[str, list[int]]:
@@ -75,6 +95,32 @@ def summarize(per_graph: pd.DataFrame) -> dict[str, float]:
     return summary
 
 
+def mean_metrics(frame: pd.DataFrame, score: np.ndarray, is_tile: bool,
+                 eval_indices: dict[str, list[int]] | None = None) -> dict[str, float]:
+    """`summarize` of `per_graph_metrics`: each metric's mean over the frame's graphs.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        A labelled frame (graph_id, config_index, runtime, ...), rows contiguous per graph.
+    score : ndarray of shape (n_rows,)
+        Higher means predicted faster.
+    is_tile : bool
+        The frame's collection is tile (slowdown@K and score) rather than layout.
+    eval_indices : dict, optional
+        Graph name -> the config indices to evaluate (`load_eval_indices`).
+    """
+    return summarize(per_graph_metrics(frame, score, is_tile, eval_indices))
+
+
+def headline(frame: pd.DataFrame, score: np.ndarray, is_tile: bool,
+             eval_indices: dict[str, list[int]] | None = None) -> float:
+    """The collection's headline metric (`headline_metric`) of ``score`` on ``frame``: the
+    mean over graphs of Kendall tau (layout) or 1 - slowdown@5 (tile). Arguments as
+    `mean_metrics`."""
+    return mean_metrics(frame, score, is_tile, eval_indices)[headline_metric(is_tile)]
+
+
 def random_scores(frame: pd.DataFrame, seed: int) -> np.ndarray:
     """float64 (n_rows,): a uniformly random order, the floor any ranker must beat."""
     return np.random.default_rng(seed).random(len(frame))
@@ -91,3 +137,98 @@ def default_layout_scores(frame: pd.DataFrame) -> np.ndarray:
         raise MismatchError("the default-layout peer needs the c_default_out_frac column "
                             "(a layout frame with the config_joined family)")
     return frame["c_default_out_frac"].to_numpy(dtype=np.float64)
+
+
+@dataclass
+class Evaluation:
+    """What `evaluate_model` found: ``per_graph`` metrics (one row per graph), their
+    ``summary`` (means, as `summarize`), and the ``record`` written as summary JSON: run,
+    collection, split, frame, model, headline (the metric's name), then the summary."""
+
+    per_graph: pd.DataFrame
+    summary: dict[str, float]
+    record: dict
+
+
+def evaluate_model(frame_path: str | Path, model_dir: str | Path | None, seed: int = 0,
+                   eval_indices: str | Path | None = None, name: str | None = None,
+                   out: str | Path | None = None) -> Evaluation:
+    """Score a saved model, or a random order, on a labelled frame file.
+
+    Parameters
+    ----------
+    frame_path : path
+        A labelled parquet frame (e.g. a valid split).
+    model_dir : path or None
+        A model directory (`xlarank.rank.model.load_model`); None scores a random order
+        drawn with ``seed``, the floor any ranker must beat.
+    seed : int
+        Seed of the random order.
+    eval_indices : path, optional
+        The official eval_indices JSON (`load_eval_indices`).
+    name : str, optional
+        The run's name in the record [the model directory's parent folder, or "random"].
+    out : path, optional
+        Per-graph CSV to write; the record goes beside it as JSON (`SUMMARY_SUFFIX`),
+        which `compare_runs` reads.
+
+    Raises
+    ------
+    XlarankError
+        The frame has no runtimes, or the model belongs to another feature spec or
+        collection.
+    """
+    # Imported here: rank.train and rank.tune import this module for its metrics.
+    from xlarank.rank.model import load_model
+
+    frame_path = Path(frame_path)
+    table, meta = read_frame(frame_path)
+    is_tile = get_collection(meta.collection).is_tile
+    if model_dir is not None:
+        model_dir = Path(model_dir)
+        ranker = load_model(model_dir)
+        ranker.check_frame(meta, str(frame_path))
+        scores = ranker.predict(table)
+    else:
+        scores = random_scores(table, seed)
+    indices = load_eval_indices(eval_indices) if eval_indices else None
+    per_graph = per_graph_metrics(table, scores, is_tile, indices)
+    summary = summarize(per_graph)
+    run = name or (model_dir.parent.name if model_dir is not None else "random")
+    record = {"run": run, "collection": meta.collection, "split": meta.split,
+              "frame": str(frame_path), "model": str(model_dir) if model_dir else None,
+              "headline": headline_metric(is_tile), **summary}
+    if out is not None:
+        out = Path(out)
+        with atomic_path(out) as tmp:
+            per_graph.to_csv(tmp, index=False)
+        write_text_atomic(out.with_suffix(SUMMARY_SUFFIX), json.dumps(record, indent=2) + "\n")
+    return Evaluation(per_graph=per_graph, summary=summary, record=record)
+
+
+def compare_runs(folder: str | Path, out: str | Path | None = None) -> pd.DataFrame:
+    """Each collection's headline metric across runs, from the summary JSON files that
+    `evaluate_model` wrote anywhere under ``folder``.
+
+    Returns a DataFrame indexed by (collection, headline metric name), in the official
+    collection order, with one column per run; ``out`` also writes it as CSV.
+
+    Raises
+    ------
+    XlarankError
+        No summary file under ``folder``.
+    """
+    folder = Path(folder)
+    records = [json.loads(p.read_text()) for p in sorted(folder.rglob("*" + SUMMARY_SUFFIX))]
+    if not records:
+        raise XlarankError(f"{folder}: no *{SUMMARY_SUFFIX} (run 'xlarank evaluate --out')")
+    table = pd.DataFrame(records)
+    table["value"] = [r[r["headline"]] for r in records]
+    wide = table.pivot_table(index=["collection", "headline"], columns="run",
+                             values="value", aggfunc="first")
+    order = [c.id for c in COLLECTIONS if c.id in wide.index.get_level_values(0)]
+    wide = wide.reindex(order, level=0)
+    if out is not None:
+        with atomic_path(out) as tmp:
+            wide.to_csv(tmp)
+    return wide

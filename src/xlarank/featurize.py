@@ -18,12 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xlarank.atomic import atomic_path, write_text_atomic
-from xlarank.data.collections import Collection
+from xlarank.data.collections import COLLECTIONS, SPLITS, Collection, get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.engine import map_ordered
-from xlarank.errors import BadGraphError
+from xlarank.errors import BadGraphError, XlarankError
 from xlarank.features.build import feature_names, featurize_graph
-from xlarank.features.spec import FeatureSpec
+from xlarank.features.embedding import load_weights
+from xlarank.features.spec import FeatureSpec, load_feature_spec
 from xlarank.frame import frame_schema, write_frame
 
 
@@ -130,3 +131,51 @@ def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Co
         if stale.name not in keep:
             stale.unlink()
     return rows, skipped, sum(r.reused for r in results)
+
+
+def resolve_feature_spec(path: str | Path, embedding: str | None = None,
+                         gnn_weights: str | None = None) -> FeatureSpec:
+    """The feature spec at ``path``, plus the gnn family when ``embedding`` is "gnn" or
+    ``gnn_weights`` ("random:SEED" or a weights .npz) is given. A bad weights file is
+    refused here, before any work."""
+    spec = load_feature_spec(path)
+    if embedding not in (None, "gnn"):
+        raise XlarankError(f"--embedding {embedding!r}: the one embedding is 'gnn'")
+    if gnn_weights is not None and embedding is None and "gnn" not in spec.families:
+        raise XlarankError("--gnn-weights needs --embedding gnn or a spec with the gnn family")
+    if embedding == "gnn" or gnn_weights is not None:
+        weights = gnn_weights or spec.gnn
+        if not weights.startswith("random:"):
+            weights = str(Path(weights).resolve())
+        spec = spec.with_gnn(weights)
+        load_weights(spec.gnn)
+    return spec
+
+
+@dataclass(frozen=True)
+class FrameJob:
+    """One frame to make: a collection's split of a dataset, its files and its path."""
+
+    collection: Collection
+    split: str
+    files: list[Path]
+    out: Path
+
+
+def frame_jobs(data: str | Path, spec: FeatureSpec, collection: str = "all",
+               split: str = "all", out: Path | None = None,
+               out_dir: Path | None = None) -> list[FrameJob]:
+    """The frames to make of a dataset root: every (collection, split) with npz files, at
+    ``out_dir/<collection>/<split>.parquet`` (default features/frames/<spec name>), or at
+    ``out`` when exactly one is chosen."""
+    chosen = list(COLLECTIONS) if collection == "all" else [get_collection(collection)]
+    splits = list(SPLITS) if split == "all" else [split]
+    found = [(c, s, split_files(data, c, s)) for c in chosen for s in splits]
+    found = [f for f in found if f[2]]
+    if not found:
+        raise XlarankError(f"{data}: no npz files for collection {collection}, split {split}")
+    if out is not None and len(found) != 1:
+        raise XlarankError("--out names one frame: give one --collection and one --split")
+    base = Path(out_dir) if out_dir is not None else Path("features/frames") / spec.name
+    return [FrameJob(c, s, files, Path(out) if out is not None
+                     else base / c.slug / f"{s}.parquet") for c, s, files in found]

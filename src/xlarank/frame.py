@@ -9,7 +9,7 @@ format alone; featurizing files into frames is `xlarank.featurize`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 

@@ -4,12 +4,16 @@ The page shows the metrics table (each model, and the peers that apply: random o
 for layout "keep the default layout"), the main model's per-graph headline metric, predicted
 against measured rank for a few graphs, feature importance (gain) and the learning curve
 (headline metric against boosting rounds). Plots use matplotlib's object API on the Agg
-canvas, so no display and no global pyplot state are involved.
+canvas, so no display and no global pyplot state are involved. `report_from_paths` is what
+``xlarank report`` runs: the frames and models read from their files, then `write_report`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,9 +22,17 @@ import pandas as pd
 
 from xlarank.atomic import atomic_dir
 from xlarank.data.collections import get_collection
-from xlarank.evaluate import (default_layout_scores, headline_metric, per_graph_metrics,
-                              random_scores, summarize)
-from xlarank.frame import FrameMeta, group_sizes
+from xlarank.evaluate import (
+    default_layout_scores,
+    headline_label,
+    headline_metric,
+    mean_metrics,
+    per_graph_metrics,
+    random_scores,
+    summarize,
+)
+from xlarank.frame import FrameMeta, group_sizes, read_frame
+from xlarank.rank.model import load_model
 from xlarank.target import ranking_target
 
 IMAGES = ("per_graph.png", "rank_scatter.png", "importance.png", "learning_curve.png")
@@ -60,7 +72,7 @@ def write_report(inputs: ReportInputs, out_dir: str | Path, scatter_graphs: int 
 
     is_tile = get_collection(inputs.meta.collection).is_tile
     metric = headline_metric(is_tile)
-    label = "1 - slowdown@5" if is_tile else "Kendall tau"
+    label = headline_label(is_tile)
     main_name, main_model = next(iter(inputs.models.items()))
     table, per_graph, scores = metrics_table(inputs)
     out_dir = Path(out_dir)
@@ -74,6 +86,48 @@ def write_report(inputs: ReportInputs, out_dir: str | Path, scatter_graphs: int 
                                                                           dpi=110)
         (tmp / "index.html").write_text(_page(inputs, table, main_name, main_model, label))
     return out_dir
+
+
+def report_from_paths(frame_path: str | Path, models: list[tuple[str, str | Path]],
+                      out_dir: str | Path, train_path: str | Path | None = None, seed: int = 0,
+                      status: Callable[[str], AbstractContextManager] = contextlib.nullcontext
+                      ) -> FrameMeta:
+    """`write_report` from files: a labelled frame, saved models and optionally the
+    training frame; returns the frame's meta.
+
+    Parameters
+    ----------
+    frame_path : path
+        The labelled frame to report on (e.g. valid).
+    models : list of (name, directory)
+        The models to compare, the first being the main one; an empty name stands for the
+        directory's own name (a later model of the same name replaces an earlier one).
+    out_dir : path
+        The report folder (replaced whole).
+    train_path : path, optional
+        The training frame, for its learning curve.
+    seed : int
+        Seed of the random-order peer.
+    status : callable
+        Called with a one-line description; the context it returns is held while the
+        report is drawn and written.
+
+    Raises
+    ------
+    XlarankError
+        A model that is missing or belongs to another feature spec or collection.
+    """
+    table, meta = read_frame(frame_path)
+    loaded = {}
+    for name, path in models:
+        directory = Path(path)
+        model = load_model(directory)
+        model.check_frame(meta, str(frame_path))
+        loaded[name or directory.name] = model
+    train = read_frame(train_path)[0] if train_path is not None else None
+    with status(f"writing the report on {frame_path}"):
+        write_report(ReportInputs(loaded, table, meta, str(frame_path), train, seed), out_dir)
+    return meta
 
 
 def _figure(width: float, height: float):
@@ -151,7 +205,7 @@ def learning_curve(model, frame: pd.DataFrame, is_tile: bool, metric: str,
     ensemble, of its first member."""
     booster = model.first_member
     rounds = np.unique(np.linspace(1, booster.rounds, points).round().astype(int))
-    values = [summarize(per_graph_metrics(frame, booster.predict(frame, int(r)), is_tile))[metric]
+    values = [mean_metrics(frame, booster.predict(frame, int(r)), is_tile)[metric]
               for r in rounds]
     return pd.DataFrame({"rounds": rounds, metric: values})
 

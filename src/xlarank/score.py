@@ -40,6 +40,16 @@ def load_rankers(models: str | Path) -> dict[str, Model]:
     return rankers
 
 
+def npz_inputs(inputs: Iterable[str | Path]) -> list[Path]:
+    """The files to score: each input file as given, each folder's npz files (recursive,
+    sorted), in input order. Raises `XlarankError` if there are none."""
+    files = [p for i in map(Path, inputs) for p in (sorted(i.rglob("*.npz")) if i.is_dir()
+                                                     else [i])]
+    if not files:
+        raise XlarankError("no npz files among the inputs")
+    return files
+
+
 def ranked_configs(graph, ranker: Model) -> tuple[np.ndarray, np.ndarray]:
     """(config indices best first, their scores) for every config of a graph, duplicates too."""
     block = featurize_graph(graph, ranker.feature_spec)

@@ -14,8 +14,8 @@ import tokenize
 import zipfile
 import zlib
 from collections.abc import Iterator
-from typing import Generic, TypeVar
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -54,7 +54,11 @@ class _MemberStream:
         self._file = archive
         self._info = info
         self._file.seek(info.header_offset)
-        magic, name_len, extra_len = _LOCAL_HEADER.unpack(self._file.read(30))
+        header = self._file.read(_LOCAL_HEADER.size)
+        if len(header) != _LOCAL_HEADER.size:
+            # A header offset past the file's end (a damaged or cut central directory).
+            raise zipfile.BadZipFile("local file header past the end of the file")
+        magic, name_len, extra_len = _LOCAL_HEADER.unpack(header)
         if magic != b"PK\x03\x04":
             raise zipfile.BadZipFile("bad local file header")
         # Its own position, so two members open on one file do not disturb each other.

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from xlarank.atomic import atomic_path
 from xlarank.data.graph import MAX_OPCODE, LayoutGraph, TileGraph
 from xlarank.errors import SpecError
 from xlarank.features.prune import prune_graph
@@ -93,8 +94,6 @@ def random_weights(seed: int) -> GnnWeights:
 
 
 def save_weights(weights: GnnWeights, path: str | Path) -> None:
-    from xlarank.atomic import atomic_path
-
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:
         np.savez(handle, **weights.arrays)
 

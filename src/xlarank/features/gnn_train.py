@@ -18,11 +18,17 @@ import numpy as np
 from xlarank.data.collections import Collection
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks, load_graph
 from xlarank.errors import XlarankError
-from xlarank.features.tables import tile_joined
-from xlarank.features.embedding import (LAYOUT_POSITIONS, N_LAYERS, NODE_INPUT_COLUMNS,
-                                        WEIGHT_SHAPES, GnnWeights, gnn_column_names,
-                                        random_weights)
+from xlarank.features.embedding import (
+    LAYOUT_POSITIONS,
+    N_LAYERS,
+    NODE_INPUT_COLUMNS,
+    WEIGHT_SHAPES,
+    GnnWeights,
+    gnn_column_names,
+    random_weights,
+)
 from xlarank.features.prune import prune_graph
+from xlarank.features.tables import tile_joined
 
 
 def _torch():

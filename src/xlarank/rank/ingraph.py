@@ -130,8 +130,9 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
     measured = check_measured(measured)
     unknown = measured["config_index"] >= graph.n_configs
     if unknown.any():
-        raise MeasuredError(f"{graph.path}: config_index {int(measured['config_index'][unknown].iloc[0])} "
-                            f"is not among its {graph.n_configs} configs")
+        first_unknown = int(measured["config_index"][unknown].iloc[0])
+        raise MeasuredError(f"{graph.path}: config_index {first_unknown} is not among its "
+                            f"{graph.n_configs} configs")
     runtime = measured.groupby("config_index")["runtime"].median()
     rows = runtime.index.to_numpy(np.int64)
     raw = _config_columns(graph)

@@ -4,24 +4,32 @@ The budget is a number of trials (and optionally a time limit). Trial 0 is the s
 spec itself, so the chosen spec is never worse than the start on the validation frame it
 was chosen on; that score is optimistic for the same reason, so judge the result on
 other data. Draws come from scikit-learn's ParameterSampler, seeded, over the search space
-of the spec's library (`xlarank.rank.boosters`).
+of the spec's library (`xlarank.rank.boosters`). `tune_spec_file` is what ``xlarank tune``
+runs: frames and spec from files, the chosen spec written as TOML with a header that says
+how it was chosen.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 from sklearn.model_selection import ParameterSampler
 
+from xlarank.atomic import atomic_path, write_text_atomic
 from xlarank.data.collections import get_collection
-from xlarank.evaluate import headline_metric, per_graph_metrics, summarize
-from xlarank.frame import FrameMeta
+from xlarank.errors import XlarankError
+from xlarank.evaluate import headline, headline_metric
+from xlarank.files import toml_text
+from xlarank.frame import FrameMeta, read_frame
 from xlarank.rank.boosters import get_library
-from xlarank.rank.spec import RankerSpec
-from xlarank.rank.train import train_ranker
+from xlarank.rank.spec import RankerSpec, load_ranker_spec
+from xlarank.rank.train import check_trainable, train_ranker
 
 # Spec fields a trial may change (the library's search space says which); the rest of a
 # draw are params.
@@ -62,7 +70,7 @@ def tune_spec(train: pd.DataFrame, meta: FrameMeta, valid: pd.DataFrame, spec: R
         candidate = apply_draw(spec, draw)
         began = time.perf_counter()
         ranker = train_ranker(train, meta, candidate)
-        value = summarize(per_graph_metrics(valid, ranker.predict(valid), is_tile))[metric]
+        value = headline(valid, ranker.predict(valid), is_tile)
         applied = {k: v for k, v in draw.items() if k in SPEC_FIELDS or k in candidate.params}
         rows.append({"trial": number, metric: value,
                      "train_seconds": round(time.perf_counter() - began, 2),
@@ -75,3 +83,75 @@ def tune_spec(train: pd.DataFrame, meta: FrameMeta, valid: pd.DataFrame, spec: R
         if max_seconds is not None and time.perf_counter() - started > max_seconds:
             break
     return best, pd.DataFrame(rows)
+
+
+@dataclass
+class Tuned:
+    """What `tune_spec_file` found: the ``best`` spec, one row per trial (``trials``, as
+    `tune_spec` returns) and the name of the headline ``metric`` they were scored by."""
+
+    best: RankerSpec
+    trials: pd.DataFrame
+    metric: str
+
+    def best_trials(self, n: int = 5) -> pd.DataFrame:
+        """The ``n`` best trials, best first: trial, the metric, train_seconds and changes
+        (what the trial drew, as "name=value" words; empty for the starting spec)."""
+        table = self.trials.sort_values(self.metric, ascending=False).head(n)
+        drawn = [c for c in table.columns if c not in ("trial", self.metric, "train_seconds")]
+        changes = [" ".join(f"{k}={row[k]:g}" if isinstance(row[k], float) else f"{k}={row[k]}"
+                            for k in drawn if not pd.isna(row[k]))
+                   for _, row in table.iterrows()]
+        return table[["trial", self.metric, "train_seconds"]].assign(changes=changes)
+
+
+def tune_spec_file(train_path: str | Path, valid_path: str | Path, spec_path: str | Path,
+                   out: str | Path, trials: int, seed: int = 0,
+                   max_minutes: float | None = None, log: str | Path | None = None,
+                   on_trial: Callable[[int, float], None] | None = None) -> Tuned:
+    """`tune_spec` on frame files; write the best spec as TOML, and the trials as CSV.
+
+    Parameters
+    ----------
+    train_path, valid_path : path
+        The training frame, and the validation frame the trials are scored on (same
+        collection and feature spec).
+    spec_path : path
+        The starting booster spec (trial 0).
+    out : path
+        Where to write the chosen spec; its comment header names the date, the budget,
+        the frames and the best and starting scores.
+    trials, seed, on_trial
+        As `tune_spec`.
+    max_minutes : float, optional
+        Stop after this long (the running trial finishes).
+    log : path, optional
+        CSV of every trial.
+
+    Raises
+    ------
+    XlarankError
+        A bad spec, or frames that the spec cannot train on or that do not match.
+    """
+    start_spec = load_ranker_spec(spec_path)
+    train_table, meta = read_frame(train_path)
+    valid_table, valid_meta = read_frame(valid_path)
+    check_trainable(meta, start_spec)
+    if valid_meta.spec_hash != meta.spec_hash or valid_meta.collection != meta.collection:
+        raise XlarankError(f"{valid_path}: not the training frame's collection and "
+                           "feature spec")
+    metric = headline_metric(get_collection(meta.collection).is_tile)
+    best, table = tune_spec(train_table, meta, valid_table, start_spec, trials, seed,
+                            None if max_minutes is None else 60 * max_minutes, on_trial=on_trial)
+    header = (f"{best.name} for {meta.collection}, chosen by xlarank tune on "
+              f"{datetime.date.today()}:\n"
+              f"{len(table)} trials (budget {trials}"
+              f"{f', {max_minutes} min' if max_minutes else ''}, seed {seed}), "
+              f"trained on {train_path}, scored on {valid_path}.\n"
+              f"{metric}: best {table[metric].max():.4f}, starting spec "
+              f"{table[metric].iloc[0]:.4f} (optimistic: chosen on that frame).")
+    write_text_atomic(out, toml_text(dataclasses.asdict(best), header))
+    if log is not None:
+        with atomic_path(log) as tmp:
+            table.to_csv(tmp, index=False)
+    return Tuned(best=best, trials=table, metric=metric)

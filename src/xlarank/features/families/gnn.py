@@ -8,8 +8,13 @@ from __future__ import annotations
 import numpy as np
 
 from xlarank.data.graph import TileGraph
-from xlarank.features.embedding import (LAYOUT_POSITIONS, gnn_column_names, layout_node_heads,
-                                        load_weights, tile_columns)
+from xlarank.features.embedding import (
+    LAYOUT_POSITIONS,
+    gnn_column_names,
+    layout_node_heads,
+    load_weights,
+    tile_columns,
+)
 from xlarank.kernels.configs import layout_embedding_join, layout_embedding_table
 
 
