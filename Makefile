@@ -25,7 +25,7 @@ FUZZ_EXAMPLES ?= 3000
 .DELETE_ON_ERROR:
 # Frames and models are products in their own right, not intermediates to delete.
 .SECONDARY:
-.PHONY: help install dev demo dask-demo test fuzz bench features models ensembles evaluate report tune submission clean clean-all
+.PHONY: help install dev demo dask-demo test test-fast lint fuzz bench features models ensembles evaluate report tune submission clean clean-all
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -44,8 +44,14 @@ install: $(VENV)/.installed ## create .venv and install xlarank
 
 dev: $(VENV)/.dev-installed ## install xlarank with the test extras
 
-test: dev ## run the whole test suite
+test: lint ## lint, then run the whole test suite
 	$(BIN)/python -m pytest -q
+
+test-fast: dev ## the suite without the slow, dask and gnn tests (under a minute)
+	$(BIN)/python -m pytest -q -m "not slow and not dask and not gnn"
+
+lint: dev ## ruff over src, tests and bench (settings in pyproject.toml)
+	$(BIN)/ruff check src tests bench
 
 fuzz: dev ## long fuzzing of reader and featurizer, FUZZ_EXAMPLES inputs per strategy
 	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz.py \

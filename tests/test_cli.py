@@ -27,10 +27,11 @@ def ok(*args: str):
 
 
 @pytest.fixture(scope="module")
-def trained(tiny_data, spec_dir, tmp_path_factory):
+def trained(tiny_data, spec_dir, tmp_path_factory, repo_specs):
     """Frames and one model per collection, made through the CLI."""
     work = tmp_path_factory.mktemp("cli")
-    ok("featurize", tiny_data, "--spec", "features/default.toml", "--out-dir", work / "frames")
+    ok("featurize", tiny_data, "--spec", repo_specs.features("default"),
+       "--out-dir", work / "frames")
     for c in COLLECTIONS:
         frames = work / "frames" / c.slug
         ok("train", frames / "train.parquet", "--spec", spec_dir / "lgbm.toml",
@@ -60,7 +61,8 @@ def test_pipeline_end_to_end(trained, tiny_data, tmp_path):
         assert np.isfinite(card["validation"][headline])
         # Model and random order, summaries for compare.
         ok("evaluate", work / "frames" / c.slug / "valid.parquet", "--model",
-           work / "models" / c.slug, "--name", "xlarank", "--out", tmp_path / "r" / "x" / f"{c.slug}.csv")
+           work / "models" / c.slug, "--name", "xlarank", "--out",
+           tmp_path / "r" / "x" / f"{c.slug}.csv")
         ok("evaluate", work / "frames" / c.slug / "valid.parquet", "--random", "--out",
            tmp_path / "r" / "random" / f"{c.slug}.csv")
         per_graph = list(csv.DictReader(open(tmp_path / "r" / "x" / f"{c.slug}.csv")))
@@ -115,13 +117,13 @@ def test_bad_file_is_one_line_exit_2(trained, tiny_data, tmp_path):
     assert (tmp_path / "f.parquet").exists()
 
 
-def test_user_errors_exit_2(trained, tmp_path):
+def test_user_errors_exit_2(trained, tmp_path, repo_specs):
     frames = trained / "frames"
     cases = [
         ("featurize", tmp_path / "nothing"),
         ("featurize", trained, "--spec", tmp_path / "missing.toml"),
-        ("train", frames / "tile-xla" / "test.parquet", "--spec", "models/tile-xla.toml",
-         "--out", tmp_path / "m"),
+        ("train", frames / "tile-xla" / "test.parquet", "--spec",
+         repo_specs.models("tile-xla"), "--out", tmp_path / "m"),
         ("evaluate", frames / "tile-xla" / "test.parquet", "--random"),
         ("evaluate", frames / "tile-xla" / "valid.parquet", "--model",
          trained / "models" / "layout-xla-default"),
@@ -169,3 +171,22 @@ def test_rank_graph_command(trained, tiny_data, tmp_path):
         assert result.exit_code == 2 and result.stderr.startswith("error:"), result.stderr
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
         assert not (tmp_path / "x.csv").exists()
+
+
+def test_verbose_lives_in_the_context_not_in_module_state(tiny_data, tmp_path):
+    args = ("featurize", tiny_data, "--collection", "tile-xla", "--split", "valid")
+    loud = ok("-v", *args, "--out", tmp_path / "a.parquet").output
+    assert "feature spec default" in loud
+    # The next run without -v says nothing more: no state left over from the last one.
+    quiet = ok(*args, "--out", tmp_path / "b.parquet").output
+    assert "feature spec" not in quiet and "tile-xla/valid: 3 graphs" in quiet
+
+
+def test_one_workers_option_for_every_command():
+    import typer
+
+    helps = {name: next(p.help for p in command.params if p.name == "workers")
+             for name, command in typer.main.get_command(app).commands.items()
+             if any(p.name == "workers" for p in command.params)}
+    assert set(helps) == {"synth", "featurize", "train", "score"}
+    assert len(set(helps.values())) == 1

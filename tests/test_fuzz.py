@@ -15,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import REPO_SPECS
+from xlarank.data.collections import COLLECTIONS
 from xlarank.data.graph import load_graph
 from xlarank.data.synth import PRESETS, make_layout_file, make_tile_file
-from xlarank.data.collections import COLLECTIONS
 from xlarank.errors import BadGraphError
 from xlarank.features import featurize_graph, load_feature_spec
 
@@ -30,7 +31,7 @@ settings.register_profile("fuzz", max_examples=FUZZ_EXAMPLES, deadline=None,
                                                  HealthCheck.function_scoped_fixture])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-SPEC = load_feature_spec(Path(__file__).resolve().parents[1] / "features" / "default.toml")
+SPEC = load_feature_spec(REPO_SPECS.features("default"))
 # Small real files, so many inputs fit in the time: the three tiles and two layouts.
 SMALL = ("retinanet", "inception", "d6f5f5", "openai_v0", "cd708819")
 
@@ -85,6 +86,7 @@ def mutate(array: np.ndarray, kind: str, rng: np.random.Generator):
     return a
 
 
+@pytest.mark.slow
 @given(data=st.data())
 def test_array_mutations(samples, tmp_path_factory, data):
     path = data.draw(st.sampled_from(small_samples(samples)))
@@ -105,6 +107,7 @@ def test_array_mutations(samples, tmp_path_factory, data):
     check(target)
 
 
+@pytest.mark.slow
 @given(data=st.data())
 def test_byte_mutations(samples, tmp_path_factory, data):
     path = data.draw(st.sampled_from(small_samples(samples)))
@@ -119,6 +122,7 @@ def test_byte_mutations(samples, tmp_path_factory, data):
     check(target)
 
 
+@pytest.mark.slow
 @given(data=st.data())
 def test_stored_uncompressed_members(samples, tmp_path_factory, data):
     """Corrupt .npy headers directly (stored, not deflated, so the bytes are the header)."""
@@ -137,6 +141,7 @@ def test_stored_uncompressed_members(samples, tmp_path_factory, data):
     check(target)
 
 
+@pytest.mark.slow
 @given(seed=st.integers(0, 10**6), layout=st.sampled_from(COLLECTIONS[1:]))
 def test_generated_graphs_always_featurize(tmp_path_factory, seed, layout):
     folder = tmp_path_factory.mktemp("gen")
@@ -158,7 +163,8 @@ def test_ci_profile_is_bounded():
 def test_every_mutation_kind_on_every_key(samples, tmp_path, kind):
     """Each mutation applied to each array of one layout and one tile sample, exhaustively."""
     rng = np.random.default_rng(0)
-    for path in small_samples(samples)[:2] + [p for p in samples if p.stem == "openai_v0_rnn_optimized"]:
+    for path in small_samples(samples)[:2] + [p for p in samples
+                                              if p.stem == "openai_v0_rnn_optimized"]:
         for key in np.load(path).files:
             arrays = dict(np.load(path).items())
             if kind == "drop":

@@ -1,24 +1,32 @@
-"""The gnn family: kernels against plain references, columns, weights, specs."""
+"""features/embedding.py and gnn_train.py: the gnn family's embeddings against plain
+references, its columns, weights files, specs, and training the weights with torch."""
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import naive
+from conftest import REPO_SPECS
 from xlarank.data.collections import get_collection, split_files
-from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.data.graph import TileGraph, load_graph
 from xlarank.errors import SpecError
 from xlarank.features import featurize_graph, load_feature_spec
-from xlarank.features.embedding import (HEAD_DIM, TILE_DIM, WEIGHT_SHAPES, GnnWeights,
-                                        gnn_column_names, load_weights, node_embeddings,
-                                        random_weights, save_weights)
+from xlarank.features.embedding import (
+    HEAD_DIM,
+    TILE_DIM,
+    WEIGHT_SHAPES,
+    GnnWeights,
+    gnn_column_names,
+    load_weights,
+    node_embeddings,
+    random_weights,
+    save_weights,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = load_feature_spec(ROOT / "features" / "default.toml")
+DEFAULT = load_feature_spec(REPO_SPECS.features("default"))
 
 
 def random_graph(rng, n):
@@ -115,22 +123,6 @@ def test_random_weights_are_seeded():
     assert isinstance(a, GnnWeights)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_layout_embedding_join_matches_pandas(seed):
-    from xlarank.features.embedding import LAYOUT_POSITIONS
-    from xlarank.kernels.configs import layout_embedding_join, layout_embedding_table
-
-    rng = np.random.default_rng(seed)
-    nc = int(rng.integers(1, 9))
-    configs = rng.integers(-1, 6, (int(rng.integers(1, 12)), nc, 18)).astype(np.int8)
-    heads = rng.normal(size=(nc, 5))
-    tables = rng.normal(size=(len(LAYOUT_POSITIONS), 7, 5))
-    paired = layout_embedding_table(heads, tables)
-    np.testing.assert_allclose(layout_embedding_join(configs, paired, LAYOUT_POSITIONS),
-                               naive.layout_embedding_join(configs, heads, tables,
-                                                           LAYOUT_POSITIONS), rtol=1e-5)
-
-
 def test_featurize_cli_embedding_switch(tiny_data, tmp_path):
     from typer.testing import CliRunner
 
@@ -171,7 +163,9 @@ def test_torch_model_computes_the_featurized_columns(tiny_data, tmp_path, slug):
                                atol=1e-6)
 
 
-def test_gnn_train_cli_weights_train_and_travel_with_the_model(tiny_data, tmp_path):
+@pytest.mark.gnn
+@pytest.mark.slow
+def test_gnn_train_cli_weights_train_and_travel_with_the_model(tiny_data, repo_specs, tmp_path):
     pytest.importorskip("torch")
     from typer.testing import CliRunner
 
@@ -197,7 +191,7 @@ def test_gnn_train_cli_weights_train_and_travel_with_the_model(tiny_data, tmp_pa
         assert result.exit_code == 0, result.output
         frames[split] = read_frame(out)
     train, meta = frames["train"]
-    spec = load_ranker_spec(ROOT / "models" / "layout-xla-random.toml")
+    spec = load_ranker_spec(repo_specs.models("layout-xla-random"))
     spec = dataclasses.replace(spec, features=meta.spec["name"], num_rounds=10)
     ranker = train_ranker(train, meta, spec)
     ranker.save(tmp_path / "model")

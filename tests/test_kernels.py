@@ -1,4 +1,5 @@
-"""Every Numba kernel against its plain reference in naive.py, on random and real graphs."""
+"""kernels/: every Numba kernel against its plain reference in naive.py (or networkx, or
+pandas), on random and real graphs."""
 
 from __future__ import annotations
 
@@ -6,14 +7,38 @@ import numpy as np
 import pytest
 
 import naive
+from conftest import REPO_SPECS
 from xlarank.data.graph import MAX_OPCODE, LayoutGraph, TileGraph, load_graph
+from xlarank.features import load_feature_spec
 from xlarank.features.families.config_nodes import node_slots
-from xlarank.features.tables import default_layout, node_shapes, operand_tables
-from xlarank.kernels.configs import (layout_config_joined, layout_config_means, layout_node_slots,
-                                     tile_config_joined)
-from xlarank.kernels.graph import column_mean_max, csr_by_row, opcode_histogram
+from xlarank.features.families.khop import FAMILY as KHOP
+from xlarank.features.tables import (
+    GraphTables,
+    default_layout,
+    node_shapes,
+    operand_tables,
+    undirected_csr,
+)
+from xlarank.kernels.configs import (
+    config_row_hashes,
+    config_to_int8,
+    layout_changed_aggregates,
+    layout_config_joined,
+    layout_config_means,
+    layout_node_slots,
+    tile_config_joined,
+)
+from xlarank.kernels.graph import (
+    column_mean_max,
+    csr_by_row,
+    khop_sums,
+    khop_union,
+    opcode_histogram,
+)
 
+DEFAULT = load_feature_spec(REPO_SPECS.features("default"))
 SEEDS = range(8)
+SCALE_SEEDS = range(6)  # the k-hop, hashing and narrowing tests
 
 
 def random_edges(rng, n_nodes, n_edges):
@@ -130,11 +155,6 @@ def test_operand_read_layout_pads_and_relayouts():
     assert slots[:, 5].tolist() == pytest.approx([0.0, np.log1p(1000.0)])
 
 
-def test_node_slots_order_by_bytes_then_position():
-    assert node_slots(np.array([5.0, 9.0, 5.0, 1.0]), 6).tolist() == [1, 0, 2, 3, -1, -1]
-    assert node_slots(np.array([3.0, 2.0, 1.0]), 2).tolist() == [0, 1]
-
-
 @pytest.mark.parametrize("seed", SEEDS)
 def test_tile_kernel_random(seed):
     rng = np.random.default_rng(seed)
@@ -172,29 +192,7 @@ def layout_inputs(graph: LayoutGraph):
     return graph.node_config_feat, dims[ids], nbytes[ids], layouts[ids], pos, info, operand_dims
 
 
-def test_operand_tables_match_pandas_reference(samples):
-    for path in samples:
-        graph = load_graph(path, configs=False)
-        if not isinstance(graph, LayoutGraph):
-            continue
-        _, rank, nbytes = node_shapes(graph.node_feat)
-        dims = graph.node_feat[:, 21:27].astype(np.int64)
-        pos, info, operand_dims = operand_tables(graph, dims, rank, nbytes,
-                                                 default_layout(graph.node_feat, rank))
-        operands = naive.operands_by_node(graph.edge_index[:, 0], graph.edge_index[:, 1],
-                                          graph.n_nodes)
-        where = {int(n): j for j, n in enumerate(graph.node_config_ids)}
-        for j, node in enumerate(graph.node_config_ids):
-            for slot in range(2):
-                ops = operands[node]
-                if slot >= len(ops) or rank[ops[slot]] == 0:
-                    assert pos[j, slot] == -2
-                else:
-                    assert pos[j, slot] == where.get(ops[slot], -1)
-                    assert info[j, slot, 0] == nbytes[ops[slot]]
-                    assert (operand_dims[j, slot] == dims[ops[slot]]).all()
-
-
+@pytest.mark.slow
 def test_kernels_match_reference_on_real_samples(samples):
     checked = 0
     for path in samples:
@@ -224,3 +222,124 @@ def test_kernels_match_reference_on_real_samples(samples):
                                        atol=1e-6)
         checked += 1
     assert checked == len(samples)
+
+
+# ---------------------------------------------------------------- k-hop, hashing, narrowing
+
+
+class EdgeGraph:
+    """The two fields undirected_csr reads."""
+
+    def __init__(self, edges, n):
+        self.edge_index, self.n_nodes = edges, n
+
+
+def random_graph(rng):
+    n = int(rng.integers(1, 80))
+    m = int(rng.integers(0, 3 * n))
+    edges = np.stack([rng.integers(0, n, m), rng.integers(0, n, m)], axis=1).astype(np.int64)
+    return edges, n
+
+
+@pytest.mark.parametrize("seed", SCALE_SEEDS)
+@pytest.mark.parametrize("k", [0, 1, 2, 3])
+def test_khop_kernels_match_networkx(seed, k):
+    rng = np.random.default_rng(seed)
+    edges, n = random_graph(rng)
+    seeds = rng.choice(n, int(rng.integers(1, n + 1)), replace=False).astype(np.int64)
+    values = rng.normal(size=(n, 3))
+    indptr, indices = undirected_csr(EdgeGraph(edges, n))
+    np.testing.assert_allclose(khop_sums(indptr, indices, seeds, k, values),
+                               naive.khop_sums(edges, n, seeds, k, values), atol=1e-9)
+    np.testing.assert_array_equal(khop_union(indptr, indices, seeds, k),
+                                  naive.khop_union(edges, n, seeds, k))
+
+
+def test_khop_on_real_samples(samples):
+    for path in samples:
+        graph = load_graph(path, configs=False)
+        if not isinstance(graph, LayoutGraph):
+            continue
+        indptr, indices = undirected_csr(graph)
+        seeds = graph.node_config_ids[:25]
+        _, rank, nbytes = node_shapes(graph.node_feat)
+        values = np.stack([np.ones(graph.n_nodes), np.log1p(nbytes), rank], axis=1)
+        np.testing.assert_allclose(
+            khop_sums(indptr, indices, seeds, 2, values),
+            naive.khop_sums(graph.edge_index, graph.n_nodes, seeds, 2, values), rtol=1e-9)
+        np.testing.assert_array_equal(
+            khop_union(indptr, indices, graph.node_config_ids, 2),
+            naive.khop_union(graph.edge_index, graph.n_nodes, graph.node_config_ids, 2))
+
+
+@pytest.mark.parametrize("seed", SCALE_SEEDS)
+def test_changed_aggregates_random(seed):
+    rng = np.random.default_rng(seed)
+    c, nc = int(rng.integers(1, 30)), int(rng.integers(0, 10))
+    default = rng.integers(-1, 3, (nc, 6)).astype(np.int8)
+    configs = rng.integers(-1, 3, (c, nc, 18)).astype(np.int8)
+    configs[::2, :, :6] = default  # some configs change nothing
+    if nc:
+        configs[1::3, 0, :6] = default[0]
+    weights = rng.normal(size=(nc, 4))
+    np.testing.assert_allclose(layout_changed_aggregates(configs, default, weights),
+                               naive.layout_changed_aggregates(configs, default, weights),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", SCALE_SEEDS)
+def test_hashes_group_like_unique_rows(seed):
+    rng = np.random.default_rng(seed)
+    distinct = rng.integers(-1, 3, (int(rng.integers(1, 20)), 5, 18)).astype(np.int8)
+    configs = distinct[rng.integers(0, len(distinct), 60)]
+    hashes = config_row_hashes(configs)
+    _, by_hash = np.unique(hashes, return_inverse=True)
+    _, by_rows = np.unique(configs.reshape(60, -1), axis=0, return_inverse=True)
+    # Same partition of configs into groups.
+    assert len(set(zip(by_hash.tolist(), by_rows.reshape(-1).tolist()))) == len(
+        set(by_rows.reshape(-1).tolist()))
+    assert len(np.unique(hashes)) == len(np.unique(configs.reshape(60, -1), axis=0))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, 6.0, -2.0, 0.5])
+def test_config_to_int8(bad):
+    rng = np.random.default_rng(0)
+    block = rng.integers(-1, 6, (7, 3, 18)).astype(np.float32)
+    narrow, ok = config_to_int8(block)
+    expected, expected_ok = naive.config_to_int8(block)
+    assert ok and expected_ok
+    np.testing.assert_array_equal(narrow, expected)
+    block[3, 1, 4] = bad
+    assert config_to_int8(block)[1] is False and naive.config_to_int8(block)[1] is False
+
+
+def test_changed_aggregates_on_real_samples(samples):
+    for path in samples:
+        graph = load_graph(path)
+        if not isinstance(graph, LayoutGraph):
+            continue
+        khop = KHOP.prepare(graph, GraphTables(graph), DEFAULT)
+        configs = graph.node_config_feat[:60]
+        np.testing.assert_allclose(
+            layout_changed_aggregates(configs, khop.layouts, khop.weights),
+            naive.layout_changed_aggregates(configs, khop.layouts, khop.weights),
+            rtol=1e-5, atol=1e-4)
+
+
+# ---------------------------------------------------------------- gnn embedding join
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_layout_embedding_join_matches_pandas(seed):
+    from xlarank.features.embedding import LAYOUT_POSITIONS
+    from xlarank.kernels.configs import layout_embedding_join, layout_embedding_table
+
+    rng = np.random.default_rng(seed)
+    nc = int(rng.integers(1, 9))
+    configs = rng.integers(-1, 6, (int(rng.integers(1, 12)), nc, 18)).astype(np.int8)
+    heads = rng.normal(size=(nc, 5))
+    tables = rng.normal(size=(len(LAYOUT_POSITIONS), 7, 5))
+    paired = layout_embedding_table(heads, tables)
+    np.testing.assert_allclose(layout_embedding_join(configs, paired, LAYOUT_POSITIONS),
+                               naive.layout_embedding_join(configs, heads, tables,
+                                                           LAYOUT_POSITIONS), rtol=1e-5)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import REPO_SPECS
 from xlarank.data.collections import get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.data.npzwrite import write_npz
@@ -29,7 +29,7 @@ from xlarank.rank.spec import load_ranker_spec
 from xlarank.rank.train import train_ranker
 from xlarank.score import ranked_configs
 
-DEFAULT = load_feature_spec("features/default.toml")
+DEFAULT = load_feature_spec(REPO_SPECS.features("default"))
 TILE = get_collection("tile-xla")
 LAYOUT = get_collection("layout-xla-default")
 
@@ -46,6 +46,7 @@ def frame_equal(a: Path, b: Path) -> None:
     assert read_meta(a) == read_meta(b)
 
 
+@pytest.mark.slow
 def test_frame_is_the_same_for_any_worker_count(demo_data, tmp_path):
     files = split_files(demo_data, LAYOUT, "train")[:8]
     featurize_files(files, tmp_path / "one.parquet", LAYOUT, "train", DEFAULT, workers=1)
@@ -53,6 +54,7 @@ def test_frame_is_the_same_for_any_worker_count(demo_data, tmp_path):
     frame_equal(tmp_path / "one.parquet", tmp_path / "two.parquet")
 
 
+@pytest.mark.slow
 def test_same_seed_same_predictions_for_any_worker_count(tiny_data, spec_dir, tmp_path):
     files = split_files(tiny_data, TILE, "train")
     scores = []
@@ -65,26 +67,7 @@ def test_same_seed_same_predictions_for_any_worker_count(tiny_data, spec_dir, tm
     np.testing.assert_array_equal(scores[0], scores[1])
 
 
-def test_rerun_reuses_parts_and_redoes_changed_files(tiny_data, tmp_path):
-    data = tmp_path / "data"
-    shutil.copytree(tiny_data, data)
-    files = split_files(data, TILE, "train")
-    out = tmp_path / "f.parquet"
-    _, _, reused = featurize_files(files, out, TILE, "train", DEFAULT)
-    assert reused == 0
-    manifest = json.loads((parts_dir_for(out) / "manifest.json").read_text())
-    assert set(manifest) == {str(f) for f in files}
-    _, _, reused = featurize_files(files, out, TILE, "train", DEFAULT)
-    assert reused == len(files)
-    # Replace one file by another graph: only it is redone, and its old part goes.
-    old_part = parts_dir_for(out) / manifest[str(files[0])]["part"]
-    shutil.copy(files[1], files[0])
-    _, _, reused = featurize_files(files, out, TILE, "train", DEFAULT)
-    assert reused == len(files) - 1
-    assert not old_part.exists()
-    assert len(list(parts_dir_for(out).glob("*.parquet"))) == len(files)
-
-
+@pytest.mark.slow
 def test_sigkill_mid_run_leaves_no_partial_frame_and_resumes(demo_data, tmp_path):
     out = tmp_path / "frames" / "train.parquet"
     command = [sys.executable, "-m", "xlarank", "featurize", str(demo_data),
@@ -185,6 +168,7 @@ def test_tile_kernel_of_one_node_and_no_edges(tmp_path):
     assert len(block) == 3 and np.isfinite(block.iloc[:, 4:].to_numpy()).all()
 
 
+@pytest.mark.slow
 def test_layout_graph_with_100k_configs(tmp_path, tiny_data, spec_dir):
     path = layout_file(tmp_path / "npz/layout/xla/default/test/big.npz", 100_000, nc=30,
                        n_nodes=60)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner

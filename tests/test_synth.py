@@ -10,10 +10,23 @@ import pytest
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.config_stats import config_stats, layout_config_stats
 from xlarank.data.graph import LayoutGraph, load_graph
-from xlarank.data.synth import (COPY_NS_PER_BYTE, NS_PER_BYTE, OP_WEIGHT, PRESETS, Program,
-                                default_layouts, draw_unmodelled_costs, effective_minor_pair,
-                                generate_program, layout_cost_terms, layout_runtime,
-                                layout_setting, make_layout_file, pad_factor, synth_dataset)
+from xlarank.data.synth import (
+    COPY_NS_PER_BYTE,
+    NS_PER_BYTE,
+    OP_WEIGHT,
+    PRESETS,
+    Program,
+    default_layouts,
+    draw_unmodelled_costs,
+    effective_minor_pair,
+    generate_program,
+    layout_cost_terms,
+    layout_runtime,
+    layout_setting,
+    make_layout_file,
+    pad_factor,
+    synth_dataset,
+)
 from xlarank.errors import XlarankError
 
 # Layout config statistics of the real samples (FORMAT.md, "Layout configs as they really

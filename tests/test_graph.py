@@ -1,4 +1,5 @@
-"""Reading the real files, and clear errors for broken ones."""
+"""data/graph.py, npzstream.py, collections.py: reading the real files, streaming their
+members, and clear errors for broken ones."""
 
 from __future__ import annotations
 
@@ -151,6 +152,19 @@ def test_corrupt_member_crc(tmp_path, good_arrays):
     fault_of(path)
 
 
+def test_header_offset_past_the_end_is_a_bad_graph(tmp_path, samples):
+    # Found by test_fuzz: a central directory whose member header offset points past the
+    # file's end made the local header read short (struct.error instead of BadGraphError).
+    sample = next(p for p in samples if p.name == "d6f5f54247bd1e58a10b9e7062c636ab.npz")
+    raw = bytearray(sample.read_bytes())
+    raw[959] = 1
+    path = tmp_path / "npz" / "tile" / "xla" / "test" / "x.npz"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(BadGraphError, match="x.npz"):
+        load_graph(path)
+
+
 @pytest.mark.parametrize("save", [np.savez, np.savez_compressed])
 def test_stored_and_deflated_members_read_like_np_load(tmp_path, save):
     rng = np.random.default_rng(0)
@@ -202,11 +216,11 @@ def test_read_ahead_keeps_order_raises_in_order_and_stops_early():
     assert drawn <= 5 and next(endless) == drawn + 1
 
 
-def test_streamed_features_equal_in_memory_with_tiny_blocks(samples, monkeypatch):
+def test_streamed_features_equal_in_memory_with_tiny_blocks(samples, repo_specs, monkeypatch):
     import xlarank.data.graph as graph_module
     from xlarank.features import featurize_graph, load_feature_spec
 
-    spec = load_feature_spec(Path(__file__).resolve().parents[1] / "features" / "default.toml")
+    spec = load_feature_spec(repo_specs.features("default"))
     path = next(p for p in samples if p.stem == "unet3d")
     whole = featurize_graph(load_graph(path), spec)
     # Many blocks and a short read-ahead queue: the thread waits on the reader often.

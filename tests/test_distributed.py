@@ -1,5 +1,6 @@
-"""The Dask engine on a LocalCluster of 2 worker processes on loopback: same answers as the
-local engine for featurize and score, training metrics within the local run-to-run noise."""
+"""distributed.py: the Dask engine on a LocalCluster of 2 worker processes on loopback: same
+answers as the local engine for featurize and score, training metrics within the local
+run-to-run noise."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from conftest import REPO_SPECS
 from xlarank.cli import app
 from xlarank.data.collections import get_collection, split_files
-from xlarank.distributed import dask_client, train_ranker_dask
+from xlarank.distributed import dask_client, engine_client, train_ranker_dask
+from xlarank.errors import XlarankError
 from xlarank.evaluate import headline_metric, per_graph_metrics, summarize
 from xlarank.features import load_feature_spec
 from xlarank.featurize import featurize_files
@@ -22,9 +25,11 @@ from xlarank.rank.spec import load_ranker_spec
 from xlarank.rank.train import train_ranker
 from xlarank.score import score_files
 
-DEFAULT = load_feature_spec("features/default.toml")
-BASELINE = load_feature_spec("features/baseline.toml")
+DEFAULT = load_feature_spec(REPO_SPECS.features("default"))
+BASELINE = load_feature_spec(REPO_SPECS.features("baseline"))
 LAYOUT = get_collection("layout-xla-random")
+
+pytestmark = pytest.mark.dask
 
 
 @pytest.fixture(scope="module")
@@ -42,19 +47,22 @@ def frames(tiny_data, tmp_path_factory, client):
     import xlarank.frame as frame_module
 
     folder = tmp_path_factory.mktemp("dask-frames")
-    saved, frame_module.ROW_GROUP_ROWS = frame_module.ROW_GROUP_ROWS, 20
     out = {}
-    for spec in (DEFAULT, BASELINE):
-        for split in ("train", "valid"):
-            files = split_files(tiny_data, LAYOUT, split)
-            for engine, dask in (("local", None), ("dask", client)):
-                path = folder / engine / spec.name / f"{split}.parquet"
-                featurize_files(files, path, LAYOUT, split, spec, client=dask)
-                out[engine, spec.name, split] = path
-    frame_module.ROW_GROUP_ROWS = saved
+    # A module-scoped fixture cannot take monkeypatch; the context undoes the patch on leaving,
+    # also when featurizing fails.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(frame_module, "ROW_GROUP_ROWS", 20)
+        for spec in (DEFAULT, BASELINE):
+            for split in ("train", "valid"):
+                files = split_files(tiny_data, LAYOUT, split)
+                for engine, dask in (("local", None), ("dask", client)):
+                    path = folder / engine / spec.name / f"{split}.parquet"
+                    featurize_files(files, path, LAYOUT, split, spec, client=dask)
+                    out[engine, spec.name, split] = path
     return out
 
 
+@pytest.mark.slow
 def test_featurize_output_identical(frames):
     for spec in ("default", "baseline"):
         for split in ("train", "valid"):
@@ -70,6 +78,7 @@ def valid_metric(ranker, frames, spec_name):
     return summarize(per_graph_metrics(valid, ranker.predict(valid), False))[metric]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec_file", ["lgbm.toml", "xgb.toml"])
 def test_training_within_local_run_to_run_noise(frames, spec_dir, client, spec_file):
     """Tolerance: the Dask model's validation tau lies within the range of the local
@@ -117,6 +126,7 @@ def test_score_identical(frames, spec_dir, client, tiny_data, tmp_path):
     assert {r["file"] for r in rows} == {str(f) for f in files}
 
 
+@pytest.mark.slow
 def test_cli_dask_engine(tiny_data, spec_dir, tmp_path):
     """The CLI starts its own local cluster for --engine dask."""
     runner = CliRunner()
@@ -135,3 +145,12 @@ def test_cli_dask_engine(tiny_data, spec_dir, tmp_path):
     assert np.isfinite(pd.read_csv(tmp_path / "s.csv")["score"]).all()
     bad = runner.invoke(app, ["featurize", str(tiny_data), "--scheduler", "tcp://127.0.0.1:1"])
     assert bad.exit_code == 2 and "--engine dask" in bad.stderr
+
+
+def test_engine_client_local_and_errors():
+    with engine_client("local") as client:
+        assert client is None
+    for engine, scheduler, message in (("local", "tcp://h:1", "--scheduler needs"),
+                                       ("spark", None, "unknown engine")):
+        with pytest.raises(XlarankError, match=message), engine_client(engine, scheduler):
+            pass

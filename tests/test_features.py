@@ -1,0 +1,160 @@
+"""features/: spec files and hashes (spec.py), featurize_graph and config dedup (build.py),
+per-graph tables (tables.py), families (families/), pruning (prune.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import naive
+from conftest import REPO_SPECS
+from xlarank.data.graph import LayoutGraph, load_graph
+from xlarank.features import feature_names, featurize_graph, load_feature_spec
+from xlarank.features.build import layout_config_features
+from xlarank.features.families.config_nodes import node_slots
+from xlarank.features.families.khop import khop_weights
+from xlarank.features.tables import default_layout, node_shapes, operand_tables, undirected_csr
+
+DEFAULT = load_feature_spec(REPO_SPECS.features("default"))
+BASELINE = load_feature_spec(REPO_SPECS.features("baseline"))
+
+
+# ---------------------------------------------------------------- spec.py
+
+
+def test_spec_hash_changes_with_families():
+    assert DEFAULT.hash != BASELINE.hash
+    assert len(DEFAULT.hash) == 16
+
+
+def test_feature_spec_k_and_bad_specs(tmp_path):
+    from xlarank.errors import SpecError
+
+    base = 'name = "x"\nfamilies = ["graph", "khop"]\n'
+    (tmp_path / "k1.toml").write_text(base + "k = 1\n")
+    (tmp_path / "k3.toml").write_text(base + "k = 3\n")
+    k1, k3 = load_feature_spec(tmp_path / "k1.toml"), load_feature_spec(tmp_path / "k3.toml")
+    assert (k1.k, k3.k) == (1, 3) and k1.hash != k3.hash
+    for text, message in [(base + "k = -1\n", "'k'"), (base + "radius = 2\n", "unknown keys"),
+                          ('families = ["graph", "transformer"]\n', "unknown feature families"),
+                          ("families = [\n", "not valid TOML")]:
+        (tmp_path / "bad.toml").write_text(text)
+        with pytest.raises(SpecError, match=message):
+            load_feature_spec(tmp_path / "bad.toml")
+    with pytest.raises(SpecError, match="not found"):
+        load_feature_spec(tmp_path / "missing.toml")
+
+
+# ---------------------------------------------------------------- build.py
+
+
+def test_featurize_every_real_sample(samples):
+    for path in samples:
+        graph = load_graph(path)
+        for spec in (DEFAULT, BASELINE):
+            block = featurize_graph(graph, spec)
+            names = feature_names(spec, graph.collection.is_tile)
+            assert list(block.columns[4:]) == names
+            assert len(block) == graph.n_configs
+            assert np.isfinite(block[names].to_numpy()).all()
+            np.testing.assert_array_equal(block["runtime"], graph.config_runtime)
+
+
+def test_streamed_equals_in_memory_and_dedup_follows_np_unique(samples, monkeypatch):
+    import xlarank.data.graph as graph_module
+
+    # Small blocks so configs span many blocks and duplicates cross block borders.
+    monkeypatch.setattr(graph_module, "CONFIG_BLOCK_BYTES", 50 * 56 * 18 * 4)
+    for path in samples:
+        in_memory = load_graph(path)
+        if not isinstance(in_memory, LayoutGraph):
+            continue
+        streamed = load_graph(path, configs=False)
+        a = featurize_graph(in_memory, DEFAULT)
+        b = featurize_graph(streamed, DEFAULT)
+        pd.testing.assert_frame_equal(a, b)
+        _, distinct_of = layout_config_features(streamed, DEFAULT)
+        np.testing.assert_array_equal(distinct_of,
+                                      naive.distinct_groups(in_memory.node_config_feat))
+
+
+def test_dedup_on_unet3d(samples):
+    path = next(p for p in samples if p.stem == "unet3d")
+    graph = load_graph(path)
+    full = featurize_graph(graph, DEFAULT)
+    deduped = featurize_graph(graph, DEFAULT, dedup=True)
+    assert len(full) == 1159 and len(deduped) == 681  # as the samples README says
+    groups = naive.distinct_groups(graph.node_config_feat)
+    medians = pd.Series(graph.config_runtime).groupby(groups).median().round().astype(np.int64)
+    np.testing.assert_array_equal(deduped["runtime"], medians.to_numpy())
+    first = [int(np.flatnonzero(groups == g)[0]) for g in range(groups.max() + 1)]
+    np.testing.assert_array_equal(deduped["config_index"], first)
+    feats = full.columns[4:]
+    np.testing.assert_array_equal(deduped[feats].to_numpy(), full.loc[first, feats].to_numpy())
+
+
+# ---------------------------------------------------------------- tables.py, families/
+
+
+def test_operand_tables_match_pandas_reference(samples):
+    for path in samples:
+        graph = load_graph(path, configs=False)
+        if not isinstance(graph, LayoutGraph):
+            continue
+        _, rank, nbytes = node_shapes(graph.node_feat)
+        dims = graph.node_feat[:, 21:27].astype(np.int64)
+        pos, info, operand_dims = operand_tables(graph, dims, rank, nbytes,
+                                                 default_layout(graph.node_feat, rank))
+        operands = naive.operands_by_node(graph.edge_index[:, 0], graph.edge_index[:, 1],
+                                          graph.n_nodes)
+        where = {int(n): j for j, n in enumerate(graph.node_config_ids)}
+        for j, node in enumerate(graph.node_config_ids):
+            for slot in range(2):
+                ops = operands[node]
+                if slot >= len(ops) or rank[ops[slot]] == 0:
+                    assert pos[j, slot] == -2
+                else:
+                    assert pos[j, slot] == where.get(ops[slot], -1)
+                    assert info[j, slot, 0] == nbytes[ops[slot]]
+                    assert (operand_dims[j, slot] == dims[ops[slot]]).all()
+
+
+def test_node_slots_order_by_bytes_then_position():
+    assert node_slots(np.array([5.0, 9.0, 5.0, 1.0]), 6).tolist() == [1, 0, 2, 3, -1, -1]
+    assert node_slots(np.array([3.0, 2.0, 1.0]), 2).tolist() == [0, 1]
+
+
+def test_khop_weights_are_finite_on_real_samples(samples):
+    for path in samples:
+        graph = load_graph(path, configs=False)
+        if isinstance(graph, LayoutGraph):
+            _, rank, nbytes = node_shapes(graph.node_feat)
+            weights, pruned = khop_weights(graph, 2, rank, nbytes, undirected_csr(graph))
+            assert weights.shape == (graph.n_configurable, 7) and np.isfinite(weights).all()
+            assert 0 < pruned <= 1
+
+
+# ---------------------------------------------------------------- prune.py
+
+
+def test_prune_graph_matches_networkx_ego_graphs(samples):
+    import networkx as nx
+
+    from xlarank.features.prune import prune_graph
+
+    for path in samples:
+        graph = load_graph(path, configs=False)
+        if not isinstance(graph, LayoutGraph):
+            continue
+        for k in (0, 1, 2):
+            pruned, kept = prune_graph(graph, k)
+            expected = naive.khop_union(graph.edge_index, graph.n_nodes, graph.node_config_ids, k)
+            np.testing.assert_array_equal(kept, np.flatnonzero(expected))
+            # The pruned graph is the induced subgraph, renumbered.
+            full = nx.DiGraph(list(map(tuple, graph.edge_index)))
+            induced = full.subgraph(kept.tolist())
+            assert sorted(map(tuple, kept[pruned.edge_index].tolist())) == sorted(induced.edges)
+            np.testing.assert_array_equal(kept[pruned.node_config_ids], graph.node_config_ids)
+            np.testing.assert_array_equal(pruned.node_feat, graph.node_feat[kept])
+        assert pruned.n_nodes <= graph.n_nodes

@@ -1,0 +1,107 @@
+"""rank/train.py, ranker.py, model.py: training from frames, saved models, refusals."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+from conftest import REPO_SPECS
+from xlarank.data.collections import COLLECTIONS, get_collection
+from xlarank.errors import MismatchError, XlarankError
+from xlarank.evaluate import per_graph_metrics, random_scores
+from xlarank.features import load_feature_spec
+from xlarank.frame import group_sizes, read_frame, read_meta
+from xlarank.rank.ensemble import Ensemble
+from xlarank.rank.model import load_model
+from xlarank.rank.ranker import Ranker
+from xlarank.rank.spec import load_ranker_spec
+from xlarank.rank.train import train_from_specs, train_ranker, training_arrays
+
+DEFAULT = load_feature_spec(REPO_SPECS.features("default"))
+
+
+@pytest.mark.parametrize("slug", [c.slug for c in COLLECTIONS])
+def test_train_save_load_predict(frames, spec_dir, tmp_path, slug):
+    train, meta = read_frame(frames["default", slug, "train"])
+    valid, valid_meta = read_frame(frames["default", slug, "valid"])
+    ranker = train_ranker(train, meta, load_ranker_spec(spec_dir / "lgbm.toml"))
+    ranker.save(tmp_path / "m")
+    again = load_model(tmp_path / "m")
+    again.check_frame(valid_meta)
+    np.testing.assert_array_equal(ranker.predict(valid), again.predict(valid))
+    assert again.card["features"]["hash"] == DEFAULT.hash
+    assert again.card["training_data"]["graphs"] == len(group_sizes(train))
+    metrics = per_graph_metrics(valid, again.predict(valid), get_collection(slug).is_tile)
+    assert len(metrics) == len(group_sizes(valid))
+
+
+def test_xgboost_baseline_and_mismatches(frames, spec_dir, tmp_path):
+    train, meta = read_frame(frames["baseline", "layout-nlp-random", "train"])
+    ranker = train_ranker(train, meta, load_ranker_spec(spec_dir / "xgb.toml"))
+    ranker.save(tmp_path / "xgb")
+    loaded = load_model(tmp_path / "xgb")
+    np.testing.assert_allclose(loaded.predict(train), ranker.predict(train))
+    with pytest.raises(MismatchError, match="feature spec"):
+        loaded.check_frame(read_meta(frames["default", "layout-nlp-random", "valid"]))
+    with pytest.raises(MismatchError, match="collection"):
+        loaded.check_frame(read_meta(frames["baseline", "layout-xla-random", "valid"]))
+    with pytest.raises(MismatchError, match="wants 'default'"):
+        train_ranker(train, meta, load_ranker_spec(spec_dir / "lgbm.toml"))
+
+
+def test_test_split_is_refused_for_training_and_evaluation(frames, spec_dir):
+    test, meta = read_frame(frames["default", "tile-xla", "test"])
+    with pytest.raises(MismatchError, match="no runtimes"):
+        train_ranker(test, meta, load_ranker_spec(spec_dir / "lgbm.toml"))
+    with pytest.raises(XlarankError, match="no runtimes"):
+        per_graph_metrics(test, random_scores(test, 0), True)
+
+
+def test_training_is_reproducible(frames, spec_dir):
+    train, meta = read_frame(frames["default", "tile-xla", "train"])
+    spec = load_ranker_spec(spec_dir / "lgbm.toml")
+    a, b = train_ranker(train, meta, spec), train_ranker(train, meta, spec)
+    np.testing.assert_array_equal(a.predict(train), b.predict(train))
+
+
+def test_pointwise_labels_are_negated_log_slowdown(frames, repo_specs):
+    train, meta = read_frame(frames["default", "tile-xla", "train"])
+    spec = load_ranker_spec(repo_specs.models("objectives/regression"))
+    _, labels, sizes = training_arrays(train, meta.feature_names, True, spec)
+    assert labels.dtype == np.float64 and (labels <= 0).all()
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    assert np.allclose(np.maximum.reduceat(labels, starts), 0.0)
+
+
+def test_train_from_specs_one_booster_or_an_ensemble(frames, spec_dir, tmp_path):
+    train = frames["default", "tile-xla", "train"]
+    said = []
+
+    @contextmanager
+    def status(text):
+        said.append(text)
+        yield
+
+    one = train_from_specs(train, [spec_dir / "lgbm.toml"], tmp_path / "one",
+                           valid_path=frames["default", "tile-xla", "valid"], status=status)
+    assert isinstance(one.model, Ranker) and one.collection == "tile:xla"
+    assert [s.name for s in one.specs] == ["xlarank"]
+    assert said == [f"training lightgbm lambdarank on {train} (local)"]
+    card = load_model(tmp_path / "one").card
+    assert card["validation"]["frame"] == str(frames["default", "tile-xla", "valid"])
+    assert np.isfinite(card["validation"]["score"])
+    both = train_from_specs(train, [spec_dir / "lgbm.toml"], tmp_path / "two", seeds=[1, 2])
+    assert isinstance(both.model, Ensemble) and "validation" not in both.model.card
+    assert [m["seed"] for m in load_model(tmp_path / "two").card["members"]] == [1, 2]
+    plans = []
+    for seeds in ("[1]", "[2]"):
+        plans.append(tmp_path / f"ens{seeds[1]}.toml")
+        plans[-1].write_text(f'kind = "ensemble"\nmembers = ["{spec_dir / "lgbm.toml"}"]\n'
+                             f"seeds = {seeds}\n")
+    with pytest.raises(XlarankError, match="different seeds"):
+        train_from_specs(train, plans, tmp_path / "none")
+    with pytest.raises(XlarankError, match="unknown engine"):
+        train_from_specs(train, [spec_dir / "lgbm.toml"], tmp_path / "none", engine="spark")
+    assert not (tmp_path / "none").exists()
