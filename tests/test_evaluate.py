@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from xlarank.errors import MismatchError, XlarankError
 from xlarank.evaluate import (
-    compare_runs,
     default_layout_scores,
-    evaluate_model,
     headline,
     headline_label,
     headline_metric,
@@ -23,8 +18,6 @@ from xlarank.evaluate import (
     summarize,
 )
 from xlarank.frame import read_frame
-from xlarank.rank.spec import load_ranker_spec
-from xlarank.rank.train import train_ranker
 
 
 def test_summary_skips_undefined_tau():
@@ -72,29 +65,3 @@ def test_headline_is_the_collections_mean_metric(frames):
         expected = summarize(per_graph_metrics(valid, scores, is_tile))
         assert mean_metrics(valid, scores, is_tile) == expected
         assert headline(valid, scores, is_tile) == expected[headline_metric(is_tile)]
-
-
-def test_evaluate_model_records_and_compare_runs(frames, spec_dir, tmp_path):
-    train, meta = read_frame(frames["default", "tile-xla", "train"])
-    model_dir = tmp_path / "models" / "tile"
-    train_ranker(train, meta, load_ranker_spec(spec_dir / "lgbm.toml")).save(model_dir)
-    valid = frames["default", "tile-xla", "valid"]
-    out = tmp_path / "runs" / "m" / "tile.csv"
-    result = evaluate_model(valid, model_dir, out=out)
-    record = result.record
-    assert record["run"] == "models" and record["model"] == str(model_dir)
-    assert (record["collection"], record["split"], record["headline"]) == (
-        "tile:xla", "valid", "score")
-    assert json.loads(out.with_suffix(".summary.json").read_text()) == record
-    assert list(csv.DictReader(open(out)))[0]["graph_id"] == result.per_graph["graph_id"][0]
-    floor = evaluate_model(valid, None, seed=1, name="floor",
-                           out=tmp_path / "runs" / "r" / "tile.csv")
-    assert floor.record["run"] == "floor" and floor.record["model"] is None
-    assert evaluate_model(valid, None, seed=1).summary == floor.summary
-    wide = compare_runs(tmp_path / "runs", out=tmp_path / "compare.csv")
-    assert list(wide.index) == [("tile:xla", "score")]
-    assert wide.loc[("tile:xla", "score"), "models"] == record["score"]
-    assert wide.loc[("tile:xla", "score"), "floor"] == floor.record["score"]
-    assert (tmp_path / "compare.csv").exists()
-    with pytest.raises(XlarankError, match="no \\*.summary.json"):
-        compare_runs(tmp_path / "models")

@@ -17,7 +17,8 @@ from xlarank.rank.ensemble import Ensemble
 from xlarank.rank.model import load_model
 from xlarank.rank.ranker import Ranker
 from xlarank.rank.spec import load_ranker_spec
-from xlarank.rank.train import train_from_specs, train_ranker, training_arrays
+from xlarank.rank.train import train_ranker, training_arrays
+from xlarank.rank.train_specs import train_from_specs
 
 DEFAULT = load_feature_spec(REPO_SPECS.features("default"))
 

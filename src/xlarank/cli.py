@@ -4,8 +4,9 @@ and results.
 train, evaluate, compare, tune and report each call one library function
 (`train_from_specs`, `evaluate_model`, `compare_runs`, `tune_spec_file`,
 `report_from_paths`); synth, gnn-train, score, submit and rank-graph call their stage's
-functions, after listing the files a progress bar counts; featurize still resolves its
-feature spec and plans its jobs here. Progress goes to stderr, results to stdout, and
+functions, after listing the files a progress bar counts; featurize resolves its spec
+and plans its frames (`resolve_feature_spec`, `frame_jobs`), then featurizes each with its
+own progress bar. Progress goes to stderr, results to stdout, and
 every `XlarankError` becomes one ``error:`` line on stderr and exit code 2. The root
 ``--verbose`` flag travels in the typer context (``ctx.obj``), not in module state.
 """
@@ -240,7 +241,7 @@ def train(
     an ensemble: one booster per spec and seed, scores min-max normalized per
     graph and averaged. The local engine trains in this process, on --threads.
     """
-    from xlarank.rank.train import train_from_specs
+    from xlarank.rank.train_specs import train_from_specs
 
     with _user_errors():
         trained = train_from_specs(frame, spec, out_dir, _parse_seeds(seeds) if seeds else None,
@@ -277,7 +278,7 @@ def evaluate(
     name: Annotated[str | None, typer.Option(help="Run name in the summary.")] = None,
 ) -> None:
     """Per-graph and mean metrics: Kendall tau and OPA (layout), slowdown@K (tile)."""
-    from xlarank.evaluate import evaluate_model
+    from xlarank.score import evaluate_model
 
     with _user_errors():
         if (model is None) == (not random_order):

@@ -10,17 +10,16 @@ per-graph CSV with its summary JSON beside it; `compare_runs` tables those summa
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from xlarank.atomic import atomic_path, write_text_atomic
-from xlarank.data.collections import COLLECTIONS, get_collection
+from xlarank.atomic import atomic_path
+from xlarank.data.collections import COLLECTIONS
 from xlarank.errors import MismatchError, XlarankError
 from xlarank.files import read_structured
-from xlarank.frame import group_sizes, read_frame
+from xlarank.frame import group_sizes
 from xlarank.metrics import kendall_tau, ordered_pair_accuracy, slowdown_at
 from xlarank.target import ranking_target
 
@@ -137,73 +136,6 @@ def default_layout_scores(frame: pd.DataFrame) -> np.ndarray:
         raise MismatchError("the default-layout peer needs the c_default_out_frac column "
                             "(a layout frame with the config_joined family)")
     return frame["c_default_out_frac"].to_numpy(dtype=np.float64)
-
-
-@dataclass
-class Evaluation:
-    """What `evaluate_model` found: ``per_graph`` metrics (one row per graph), their
-    ``summary`` (means, as `summarize`), and the ``record`` written as summary JSON: run,
-    collection, split, frame, model, headline (the metric's name), then the summary."""
-
-    per_graph: pd.DataFrame
-    summary: dict[str, float]
-    record: dict
-
-
-def evaluate_model(frame_path: str | Path, model_dir: str | Path | None, seed: int = 0,
-                   eval_indices: str | Path | None = None, name: str | None = None,
-                   out: str | Path | None = None) -> Evaluation:
-    """Score a saved model, or a random order, on a labelled frame file.
-
-    Parameters
-    ----------
-    frame_path : path
-        A labelled parquet frame (e.g. a valid split).
-    model_dir : path or None
-        A model directory (`xlarank.rank.model.load_model`); None scores a random order
-        drawn with ``seed``, the floor any ranker must beat.
-    seed : int
-        Seed of the random order.
-    eval_indices : path, optional
-        The official eval_indices JSON (`load_eval_indices`).
-    name : str, optional
-        The run's name in the record [the model directory's parent folder, or "random"].
-    out : path, optional
-        Per-graph CSV to write; the record goes beside it as JSON (`SUMMARY_SUFFIX`),
-        which `compare_runs` reads.
-
-    Raises
-    ------
-    XlarankError
-        The frame has no runtimes, or the model belongs to another feature spec or
-        collection.
-    """
-    # Imported here: rank.train and rank.tune import this module for its metrics.
-    from xlarank.rank.model import load_model
-
-    frame_path = Path(frame_path)
-    table, meta = read_frame(frame_path)
-    is_tile = get_collection(meta.collection).is_tile
-    if model_dir is not None:
-        model_dir = Path(model_dir)
-        ranker = load_model(model_dir)
-        ranker.check_frame(meta, str(frame_path))
-        scores = ranker.predict(table)
-    else:
-        scores = random_scores(table, seed)
-    indices = load_eval_indices(eval_indices) if eval_indices else None
-    per_graph = per_graph_metrics(table, scores, is_tile, indices)
-    summary = summarize(per_graph)
-    run = name or (model_dir.parent.name if model_dir is not None else "random")
-    record = {"run": run, "collection": meta.collection, "split": meta.split,
-              "frame": str(frame_path), "model": str(model_dir) if model_dir else None,
-              "headline": headline_metric(is_tile), **summary}
-    if out is not None:
-        out = Path(out)
-        with atomic_path(out) as tmp:
-            per_graph.to_csv(tmp, index=False)
-        write_text_atomic(out.with_suffix(SUMMARY_SUFFIX), json.dumps(record, indent=2) + "\n")
-    return Evaluation(per_graph=per_graph, summary=summary, record=record)
 
 
 def compare_runs(folder: str | Path, out: str | Path | None = None) -> pd.DataFrame:

@@ -1,9 +1,12 @@
-"""Batch scoring of config files and the competition submission CSV."""
+"""Batch scoring of config files, the competition submission CSV, and scoring a labelled
+frame with a saved model (`evaluate_model`: the metrics of `xlarank.evaluate` on a model's
+scores, kept here so that evaluation never imports the rankers)."""
 
 from __future__ import annotations
 
 import csv
 import functools
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,12 +14,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from xlarank.atomic import atomic_path
-from xlarank.data.collections import COLLECTIONS, Collection, split_files
+from xlarank.atomic import atomic_path, write_text_atomic
+from xlarank.data.collections import COLLECTIONS, Collection, get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.engine import map_ordered
 from xlarank.errors import BadGraphError, XlarankError
+from xlarank.evaluate import (
+    SUMMARY_SUFFIX,
+    headline_metric,
+    load_eval_indices,
+    per_graph_metrics,
+    random_scores,
+    summarize,
+)
 from xlarank.features.build import featurize_graph
+from xlarank.frame import read_frame
 from xlarank.rank.model import Model, load_model
 
 SUBMISSION_TOP_TILE = 5
@@ -159,3 +171,67 @@ def write_submission(data_root: str | Path, rankers: dict[str, Model], out: str 
         writer.writerow(["ID", "TopConfigs"])
         writer.writerows(rows)
     return len(rows)
+
+
+@dataclass
+class Evaluation:
+    """What `evaluate_model` found: ``per_graph`` metrics (one row per graph), their
+    ``summary`` (means, as `summarize`), and the ``record`` written as summary JSON: run,
+    collection, split, frame, model, headline (the metric's name), then the summary."""
+
+    per_graph: pd.DataFrame
+    summary: dict[str, float]
+    record: dict
+
+
+def evaluate_model(frame_path: str | Path, model_dir: str | Path | None, seed: int = 0,
+                   eval_indices: str | Path | None = None, name: str | None = None,
+                   out: str | Path | None = None) -> Evaluation:
+    """Score a saved model, or a random order, on a labelled frame file.
+
+    Parameters
+    ----------
+    frame_path : path
+        A labelled parquet frame (e.g. a valid split).
+    model_dir : path or None
+        A model directory (`xlarank.rank.model.load_model`); None scores a random order
+        drawn with ``seed``, the floor any ranker must beat.
+    seed : int
+        Seed of the random order.
+    eval_indices : path, optional
+        The official eval_indices JSON (`load_eval_indices`).
+    name : str, optional
+        The run's name in the record [the model directory's parent folder, or "random"].
+    out : path, optional
+        Per-graph CSV to write; the record goes beside it as JSON (`SUMMARY_SUFFIX`),
+        which `compare_runs` reads.
+
+    Raises
+    ------
+    XlarankError
+        The frame has no runtimes, or the model belongs to another feature spec or
+        collection.
+    """
+    frame_path = Path(frame_path)
+    table, meta = read_frame(frame_path)
+    is_tile = get_collection(meta.collection).is_tile
+    if model_dir is not None:
+        model_dir = Path(model_dir)
+        ranker = load_model(model_dir)
+        ranker.check_frame(meta, str(frame_path))
+        scores = ranker.predict(table)
+    else:
+        scores = random_scores(table, seed)
+    indices = load_eval_indices(eval_indices) if eval_indices else None
+    per_graph = per_graph_metrics(table, scores, is_tile, indices)
+    summary = summarize(per_graph)
+    run = name or (model_dir.parent.name if model_dir is not None else "random")
+    record = {"run": run, "collection": meta.collection, "split": meta.split,
+              "frame": str(frame_path), "model": str(model_dir) if model_dir else None,
+              "headline": headline_metric(is_tile), **summary}
+    if out is not None:
+        out = Path(out)
+        with atomic_path(out) as tmp:
+            per_graph.to_csv(tmp, index=False)
+        write_text_atomic(out.with_suffix(SUMMARY_SUFFIX), json.dumps(record, indent=2) + "\n")
+    return Evaluation(per_graph=per_graph, summary=summary, record=record)

@@ -9,8 +9,10 @@ Modules, each importing only those listed above it:
     ensemble  Ensemble: rankers whose per-graph normalized scores are averaged
     model     Model, the interface both share, and load_model for either kind
     train     shared preparation (checks, sampling, labels), the card, local training
-    tune      random search over a spec's parameters
+    tune      random search over a spec's parameters; tune_spec_file writes the chosen spec
+    train_specs  train_from_specs: spec files in, a saved model out, local or on Dask
     ingraph   in-graph ranking: a graph-local booster from some measured configs
 
-`xlarank.distributed` trains on Dask with `train`'s preparation and card.
+`xlarank.distributed` trains on Dask with `train`'s preparation and card; `train_specs`
+sits above both.
 """

@@ -1,0 +1,107 @@
+"""Training from spec files: the job of ``xlarank train``.
+
+Booster specs or ensemble specs in, a saved model (with validation metrics in its card)
+out, on the local engine or on Dask. It sits above `xlarank.rank.train` (shared
+preparation, local training) and `xlarank.distributed` (Dask training), which both import
+`train` and not this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+
+from xlarank.data.collections import get_collection
+from xlarank.distributed import engine_client, train_ranker_dask
+from xlarank.errors import XlarankError
+from xlarank.evaluate import mean_metrics
+from xlarank.frame import read_frame, read_meta
+from xlarank.rank.ensemble import load_training_plan, train_ensemble
+from xlarank.rank.model import Model
+from xlarank.rank.ranker import Ranker
+from xlarank.rank.spec import RankerSpec
+from xlarank.rank.train import train_ranker
+
+
+@dataclass
+class Trained:
+    """What `train_from_specs` made: the saved ``model``, the booster ``specs`` it was
+    trained from (an ensemble's members before seeding) and the frame's ``collection``."""
+
+    model: Model
+    specs: list[RankerSpec]
+    collection: str
+
+
+def train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
+                     out_dir: str | Path, seeds: Sequence[int] | None = None,
+                     valid_path: str | Path | None = None, threads: int = 0,
+                     engine: str = "local", scheduler: str | None = None, workers: int = 2,
+                     status: Callable[[str], AbstractContextManager] = contextlib.nullcontext
+                     ) -> Trained:
+    """Train a ranker, or an ensemble of them, on a frame file and save it with its card.
+
+    Parameters
+    ----------
+    frame_path : path
+        The training frame (parquet from featurize).
+    spec_paths : sequence of paths
+        Booster specs or ensemble specs (``kind = "ensemble"``, `load_training_plan`). One
+        booster spec without ``seeds`` trains one ranker; anything more trains an ensemble
+        with one member per booster spec and seed.
+    out_dir : path
+        The model directory to write (replaced whole).
+    seeds : sequence of int, optional
+        Seeds of every member [the ensemble specs' own seeds, else each spec's seed].
+    valid_path : path, optional
+        A validation frame; its mean metrics (`xlarank.evaluate.mean_metrics`) go into
+        the card under "validation".
+    threads : int
+        Booster threads; 0 lets the booster choose (the Dask engine: per worker, 0 means 1).
+    engine, scheduler, workers
+        ``"local"``, or ``"dask"``: the cluster at ``scheduler``, else a local one of
+        ``workers`` processes (`xlarank.distributed.engine_client`).
+    status : callable
+        Called with a one-line description; the context it returns is held while the
+        boosters train (the CLI shows a spinner).
+
+    Raises
+    ------
+    XlarankError
+        Bad specs, ensemble specs that ask for different seeds and ``seeds`` not given, a
+        frame this spec cannot train on, a validation frame of another feature spec or
+        collection, or a bad engine choice.
+    """
+    frame_path = Path(frame_path)
+    plans = [load_training_plan(p) for p in spec_paths]
+    specs = [member for members, _ in plans for member in members]
+    plan_seeds = {tuple(seed_list) for _, seed_list in plans if seed_list}
+    if len(plan_seeds) > 1 and not seeds:
+        raise XlarankError("the ensemble specs ask for different seeds; give --seeds")
+    seed_list = list(seeds) if seeds else list(plan_seeds.pop()) if plan_seeds else None
+    meta = read_meta(frame_path)
+    single = len(specs) == 1 and not seed_list
+    what = (f"{specs[0].library} {specs[0].objective}" if single
+            else f"an ensemble of {len(specs) * len(seed_list or [0])}")
+    with status(f"training {what} on {frame_path} ({engine})"), \
+            engine_client(engine, scheduler, workers) as client:
+        if client is None:
+            table, meta = read_frame(frame_path)
+
+            def train_one(spec: RankerSpec) -> Ranker:
+                return train_ranker(table, meta, spec, threads=threads)
+        else:
+            def train_one(spec: RankerSpec) -> Ranker:
+                return train_ranker_dask(client, frame_path, spec, threads or 1)
+        model = train_one(specs[0]) if single else train_ensemble(specs, seed_list, train_one)
+    if valid_path is not None:
+        valid, valid_meta = read_frame(valid_path)
+        model.check_frame(valid_meta, str(valid_path))
+        metrics = mean_metrics(valid, model.predict(valid),
+                               get_collection(meta.collection).is_tile)
+        model.card["validation"] = {"frame": str(valid_path), **metrics}
+    model.save(out_dir)
+    return Trained(model=model, specs=specs, collection=meta.collection)
