@@ -84,6 +84,7 @@ def test_test_file_with_zero_runtimes_is_the_normal_case(samples):
     ([0, 1.5], [1.0, 2.0], "config_index is not a whole number"),
     ([0, 1], [1.0, 0.0], "runtime is not a positive number"),
     ([0, 1], [1.0, float("nan")], "runtime is not a positive number"),
+    ([0, 1e20], [1.0, 2.0], "config_index is not a whole number"),
 ])
 def test_bad_measurements_are_refused(samples, rows, runtimes, message):
     graph = load_graph(sample(samples, "unet3d.npz"))
@@ -110,3 +111,25 @@ def test_measured_csv_errors_name_the_file(tmp_path, text, message):
     with pytest.raises(MeasuredError, match=message) as info:
         read_measured(path)
     assert str(path) in str(info.value)
+
+
+def test_missing_columns_and_a_prior_of_the_other_kind_outside_the_tree(samples, tmp_path):
+    graph = load_graph(sample(samples, "unet3d.npz"))
+    with pytest.raises(MeasuredError, match="missing \\['runtime'\\]"):
+        rank_graph(graph, pd.DataFrame({"config_index": [0, 1]}))
+    # A layout file kept outside the official tree has no collection; a tile model as its
+    # prior is still refused, as one line, before any work.
+    from xlarank.errors import MismatchError
+
+    loose = tmp_path / "g.npz"
+    loose.write_bytes(sample(samples, "unet3d.npz").read_bytes())
+
+    class TilePrior:
+        card = {"collection": "tile:xla"}
+
+        def predict(self, frame):
+            raise AssertionError("not reached")
+
+    measured = pd.DataFrame({"config_index": [0, 5, 9], "runtime": [3.0, 2.0, 1.0]})
+    with pytest.raises(MismatchError, match="collection layout, but the prior model"):
+        rank_graph(loose, measured, prior=TilePrior())

@@ -343,3 +343,15 @@ def test_generated_runtimes_hold_spread_and_vary_with_the_flips(generated_layout
         within = np.abs(runtime - means[inverse.ravel()]).mean()
         between = np.abs(runtime - runtime.mean()).mean()
         assert within < 0.5 * between, (search, within, between)
+
+
+def test_config_stats_of_files_without_configs_or_configurable_nodes():
+    from xlarank.data.config_stats import config_stats
+
+    node_feat = np.zeros((3, 140), dtype=np.float32)
+    no_nodes = config_stats(node_feat, np.zeros(0, np.int64), np.zeros((4, 0, 18), np.int8),
+                            np.array([5, 6, 7, 8]))
+    assert no_nodes["n_configurable"] == 0 and no_nodes["duplicate_rate"] == 0.75
+    no_configs = config_stats(node_feat, np.array([1]), np.zeros((0, 1, 18), np.int8),
+                              np.zeros(0, np.int64))
+    assert no_configs["n_configs"] == 0 and no_configs["duplicate_rate"] == 0.0

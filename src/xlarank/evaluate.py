@@ -3,8 +3,9 @@ table that compares them.
 
 `headline` is the one number per collection that everything (evaluate, tune, report, the
 benchmarks) ranks by; `headline_metric` names it and `headline_label` says it in words.
-`evaluate_model` scores a saved model (or a random order) on a frame file and writes the
-per-graph CSV with its summary JSON beside it; `compare_runs` tables those summaries.
+`xlarank.score.evaluate_model` scores a saved model (or a random order) on a frame file and
+writes the per-graph CSV with its summary JSON beside it; `compare_runs` tables those
+summaries. This module imports no ranker, so training and tuning can use its metrics.
 """
 
 from __future__ import annotations

@@ -794,8 +794,9 @@ def layout_runtime(program: Program, setting: LayoutSetting, configs: np.ndarray
     """int64 (b,): measured runtime in ns of each config of configs int8 (b, nc, 18).
 
     The true runtime is the fixed part plus the padding, relayout and unmodelled terms
-    (module docstring), the unmodelled term scaled to ``unmodelled_share`` (drawn from
-    30-50% if None) of the variable cost. Measurements are the true runtimes times
+    (module docstring), the unmodelled term scaled so that its standard deviation over
+    the configs is share / (1 - share) times that of padding + relayout, share being
+    ``unmodelled_share`` (drawn from 30-50% if None). Measurements are the true runtimes times
     lognormal noise: with ``repeat_tau``, its sigma is sized so that two measurements of
     the same configs agree to that Kendall tau; else it is LAYOUT_NOISE. With ``spread``,
     the variable part is scaled so that max/min of the measured runtimes is ``spread``

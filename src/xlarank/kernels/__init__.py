@@ -1,4 +1,4 @@
-"""Numba kernels: arrays in, arrays out, no validation and no Python objects.
+"""Numba kernels: arrays in, arrays out, no Python objects; they trust their inputs.
 
 Their callers check and shape the inputs first: the feature families and tables
 (`xlarank.features`), and the reader (`xlarank.data.graph`: narrowing configs to int8 and

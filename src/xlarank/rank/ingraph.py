@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from xlarank.data.collections import get_collection
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.errors import MismatchError, XlarankError
-from xlarank.features.build import featurize_graph
+from xlarank.features.build import KEY_COLUMNS, featurize_graph
 from xlarank.features.spec import FeatureSpec
 from xlarank.rank.model import load_model
 
@@ -58,9 +59,15 @@ def read_measured(path) -> pd.DataFrame:
 def check_measured(measured: pd.DataFrame, where: str = "measured") -> pd.DataFrame:
     """Measured rows with whole config indices and finite positive runtimes, else
     `MeasuredError` naming ``where`` and the first bad row."""
+    missing = [c for c in MEASURED_COLUMNS if c not in measured.columns]
+    if missing:
+        raise MeasuredError(f"{where}: needs columns config_index,runtime; missing {missing}")
     index = pd.to_numeric(measured["config_index"], errors="coerce").to_numpy(np.float64)
     runtime = pd.to_numeric(measured["runtime"], errors="coerce").to_numpy(np.float64)
-    bad_index = ~np.isfinite(index) | (index != np.round(index)) | (index < 0)
+    # Past 2^53 a float index is no longer whole-number exact (and past 2^63 the cast
+    # below would wrap): no graph has that many configs.
+    bad_index = (~np.isfinite(index) | (index != np.round(index)) | (index < 0)
+                 | (index >= 2.0**53))
     bad_runtime = ~np.isfinite(runtime) | (runtime <= 0)
     for name, bad in (("config_index is not a whole number >= 0", bad_index),
                       ("runtime is not a positive number", bad_runtime)):
@@ -94,7 +101,7 @@ def in_graph_inputs(graph: TileGraph | LayoutGraph, prior=None,
     """The booster's inputs for every config: float32 (n_configs, n_inputs) and names."""
     raw = _config_columns(graph)
     frame = featurize_graph(graph, spec)
-    features = frame.iloc[:, 4:]
+    features = frame.iloc[:, len(KEY_COLUMNS):]
     blocks = [raw, features.to_numpy(np.float32)]
     names = [f"raw{i}" for i in range(raw.shape[1])] + list(features.columns)
     if prior is not None:
@@ -127,6 +134,8 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
 
     if not isinstance(graph, (TileGraph, LayoutGraph)):
         graph = load_graph(graph)
+    if graph.n_configs == 0:
+        raise MeasuredError(f"{graph.path}: the graph has no configs to rank")
     measured = check_measured(measured)
     unknown = measured["config_index"] >= graph.n_configs
     if unknown.any():
@@ -143,10 +152,14 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
         raise MeasuredError(f"{graph.path}: every measured runtime is equal; nothing to learn")
     if prior is not None and not hasattr(prior, "predict"):
         prior = load_model(prior)
-    if prior is not None and graph.collection is not None \
-            and prior.card["collection"] != graph.collection.id:
-        raise MismatchError(f"{graph.path}: collection {graph.collection.id}, but the prior "
-                            f"model was trained on {prior.card['collection']}")
+    if prior is not None:
+        trained_on = prior.card["collection"]
+        if (graph.collection.id != trained_on if graph.collection is not None
+                else get_collection(trained_on).is_tile != isinstance(graph, TileGraph)):
+            kind = (graph.collection.id if graph.collection is not None
+                    else "tile" if isinstance(graph, TileGraph) else "layout")
+            raise MismatchError(f"{graph.path}: collection {kind}, but the prior model was "
+                                f"trained on {trained_on}")
     x, names = in_graph_inputs(graph, prior, spec)
     params = {**IN_GRAPH_PARAMS, "seed": seed, "num_threads": threads}
     data = lgb.Dataset(x[rows], label=np.log(runtime.to_numpy()), feature_name=names,

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from xlarank.data.graph import LayoutGraph
+from xlarank.features.tables import CONV_DOT_OPS
 from xlarank.kernels.configs import layout_changed_aggregates
 from xlarank.kernels.graph import khop_sums, khop_union
 
 # Opcode groups for neighbourhood statistics (ids from FORMAT.md).
 LAYOUT_SENSITIVE_OPS = (11, 27, 62, 72, 75, 76, 92, 98)  # bitcast copy pad reduce-window
 #   reshape reverse slice transpose: ops whose cost depends on how data is laid out
-CONV_DOT_OPS = (26, 34)
 ELEMENTWISE_OPS = (1, 2, 15, 17, 20, 25, 30, 32, 37, 38, 40, 41, 50, 51, 57, 58, 59, 60, 66,
                    73, 81, 83, 90, 91, 94, 95, 96, 107)
 # Per configurable node, what its k-hop neighbourhood holds (columns of khop weights).
