@@ -153,4 +153,4 @@ def test_engine_client_local_and_errors():
     for engine, scheduler, message in (("local", "tcp://h:1", "--scheduler needs"),
                                        ("spark", None, "unknown engine")):
         with pytest.raises(XlarankError, match=message), engine_client(engine, scheduler):
-            pass
+            raise AssertionError(f"engine {engine!r} with scheduler {scheduler!r} was accepted")
