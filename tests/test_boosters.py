@@ -64,3 +64,87 @@ def test_toml_text_round_trips_a_spec(tmp_path):
     path.write_text(toml_text(dataclasses.asdict(spec), "a header\nsecond line"))
     assert load_ranker_spec(path) == spec
     assert path.read_text().startswith("# a header\n# second line\n")
+
+
+LGBM = 'features = "default"\nlibrary = "lightgbm"\n'
+XGB = 'features = "default"\nlibrary = "xgboost"\nobjective = "rank:ndcg"\n'
+
+
+BAD_SPECS = [
+    (LGBM + "num_rounds = 0\n", r"num_rounds must be an integer in 1\.\.100000, not 0"),
+    (LGBM + "num_rounds = -5\n", r"num_rounds must be .*, not -5"),
+    (LGBM + 'num_rounds = "many"\n', r"num_rounds must be .*, not 'many'"),
+    (LGBM + "num_rounds = 2.5\n", r"num_rounds must be .*, not 2\.5"),
+    (LGBM + "num_rounds = 1e11\n", r"num_rounds must be .*, not 1\d*\.0"),
+    (LGBM + "num_rounds = 100000000000\n", r"num_rounds must be .*, not 100000000000"),
+    (LGBM + "num_rounds = true\n", r"num_rounds must be .*, not True"),
+    (LGBM + 'seed = "zero"\n', r"seed must be an integer in .*, not 'zero'"),
+    (LGBM + 'max_configs_per_graph = "lots"\n', r"max_configs_per_graph must be .*'lots'"),
+    (LGBM + 'grades = "x"\n', r"grades must be an integer in 2\.\.1000, not 'x'"),
+    (LGBM + 'name = 3\n', r"name must be a string"),
+    (LGBM + 'params = 3\n', r"params must be a table"),
+    (LGBM + '[params]\nlearning_rate = "fast"\n',
+     r"\[params\] learning_rate must be a number > 0, not 'fast'"),
+    (LGBM + "[params]\nlearning_rate = -1\n", r"\[params\] learning_rate must be .*, not -1"),
+    (LGBM + "[params]\nlearning_rate = nan\n", r"\[params\] learning_rate must be"),
+    (LGBM + "[params]\nnum_leaves = 0\n",
+     r"\[params\] num_leaves must be an integer in 2\.\.131072, not 0"),
+    (LGBM + "[params]\nnum_leaves = 131073\n", r"\[params\] num_leaves must be"),
+    (LGBM + "[params]\nfeature_fraction = 1.5\n", r"\[params\] feature_fraction must be"),
+    (LGBM + "[params]\nlabel_gain = [0, 1]\n", r"label_gain needs at least one gain"),
+    (LGBM + '[params]\nobjective = "regression"\n',
+     r"\[params\] may not set objective; use the spec's own field objective"),
+    (LGBM + "[params]\nnum_iterations = 3\n",
+     r"\[params\] may not set num_iterations; use the spec's own field num_rounds"),
+    *[(LGBM + f"[params]\n{alias} = 3\n", rf"\[params\] may not set {alias}; .* field {field}")
+      for alias, field in [("objective_type", "objective"), ("app", "objective"),
+                           ("application", "objective"), ("num_boost_round", "num_rounds"),
+                           ("n_estimators", "num_rounds"), ("num_rounds", "num_rounds"),
+                           ("num_trees", "num_rounds"), ("num_round", "num_rounds"),
+                           ("seed", "seed"), ("random_state", "seed"),
+                           ("random_seed", "seed")]],
+    (LGBM + "[params]\nlearning_rat = 0.1\n",
+     r"\[params\] learning_rat is not a known lightgbm parameter; known: .*learning_rate"),
+    (LGBM + "[params]\neta = 0.1\n", r"\[params\] eta is another name of learning_rate"),
+    (XGB + '[params]\neta = "fast"\n', r"\[params\] eta must be a number > 0, not 'fast'"),
+    (XGB + "[params]\neta = -1\n", r"\[params\] eta must be .*, not -1"),
+    (XGB + "[params]\nmax_depth = 40\n", r"\[params\] max_depth must be an integer in 0\.\.17"),
+    (XGB + '[params]\nlambdarank_pair_method = "all"\n',
+     r"lambdarank_pair_method must be one of 'topk', 'mean'"),
+    (XGB + '[params]\nobjective = "rank:map"\n', r"\[params\] may not set objective"),
+    (XGB + "[params]\nseed = 1\n", r"\[params\] may not set seed; .* field seed"),
+    (XGB + "[params]\nnum_boost_round = 3\n",
+     r"\[params\] may not set num_boost_round; .* field num_rounds"),
+    (XGB + "[params]\nnum_leaves = 31\n",
+     r"\[params\] num_leaves is not a known xgboost parameter; known: .*colsample_bytree"),
+]
+
+
+def _case_id(text: str) -> str:
+    library = "lgbm" if text.startswith(LGBM) else "xgb"
+    return f"{library}:{text.removeprefix(LGBM).removeprefix(XGB).strip()}".replace("\n", ";")
+
+
+@pytest.mark.parametrize("text, fault", BAD_SPECS, ids=[_case_id(t) for t, _ in BAD_SPECS])
+def test_bad_spec_values_are_refused(tmp_path, text, fault):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=fault) as caught:
+        load_ranker_spec(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message, message
+
+
+def test_repo_and_tuned_params_pass_the_checks():
+    """Every spec file in the repo loads, and so do the params `xlarank tune` draws."""
+    from sklearn.model_selection import ParameterSampler
+
+    from xlarank.rank.tune import apply_draw
+
+    specs = [load_ranker_spec(p) for p in sorted(REPO_SPECS.root.glob("models/**/*.toml"))
+             if "ensembles" not in p.parts]
+    for spec in specs:
+        space = BOOSTERS[spec.library].search_space()
+        for draw in ParameterSampler(space, n_iter=20, random_state=0):
+            tried = apply_draw(spec, draw)
+            BOOSTERS[spec.library].check_params(tried.params, "drawn", tried.grades)

@@ -12,7 +12,10 @@ xlarank costs neither of them, and a model of one library loads without the othe
 
 from __future__ import annotations
 
+import math
+import numbers
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -20,7 +23,13 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from xlarank.errors import XlarankError
+from xlarank.errors import SpecError, XlarankError
+
+# The most leaves a tree may have: LightGBM's documented maximum of num_leaves (2^17).
+# XGBoost's max_leaves gets the same bound, and its max_depth one that keeps a depthwise
+# tree's 2^max_depth leaves within it.
+MAX_LEAVES = 131_072
+MAX_DEPTH = 17
 
 
 class TrainingSpec(Protocol):
@@ -61,6 +70,66 @@ class DaskArrays:
     qid: object
 
 
+@dataclass(frozen=True)
+class Param:
+    """What one booster parameter accepts: ``test`` of a value, ``wanted`` in words."""
+
+    test: Callable[[object], bool]
+    wanted: str
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def integer(low: int | None = None, high: int | None = None) -> Param:
+    """An integer in low..high (either end open when None)."""
+    if low is None and high is None:
+        wanted = "an integer"
+    elif high is None:
+        wanted = f"an integer >= {low}"
+    elif low is None:
+        wanted = f"an integer <= {high}"
+    else:
+        wanted = f"an integer in {low}..{high}"
+    return Param(lambda v: _is_integer(v) and (low is None or v >= low)
+                 and (high is None or v <= high), wanted)
+
+
+def number(low: float | None = None, high: float | None = None,
+           low_open: bool = False) -> Param:
+    """A finite number (int or float) >= low (> low when ``low_open``) and <= high."""
+    if low is None:
+        wanted = "a finite number"
+    elif high is None:
+        wanted = f"a number {'>' if low_open else '>='} {low:g}"
+    else:
+        wanted = f"a number in {'(' if low_open else '['}{low:g}, {high:g}]"
+    return Param(lambda v: _is_number(v)
+                 and (low is None or (v > low if low_open else v >= low))
+                 and (high is None or v <= high), wanted)
+
+
+def flag() -> Param:
+    return Param(lambda v: isinstance(v, bool), "true or false")
+
+
+def choice(*options: str) -> Param:
+    return Param(lambda v: v in options and isinstance(v, str),
+                 f"one of {', '.join(repr(o) for o in options)}")
+
+
+def gains() -> Param:
+    return Param(lambda v: isinstance(v, list) and len(v) > 0
+                 and all(_is_number(g) and g >= 0 for g in v),
+                 "a list of numbers >= 0")
+
+
 class BoosterLibrary(ABC):
     """The adapter of one booster library; `BOOSTERS` holds one instance per library."""
 
@@ -73,6 +142,38 @@ class BoosterLibrary(ABC):
     model_file: str
     # Tuning: parameters that only one objective accepts, dropped under any other.
     objective_only_params: dict[str, str] = {}
+    # The [params] a spec may set, each with the values it accepts (`check_params`).
+    known_params: dict[str, Param] = {}
+    # Names of spec fields (and their aliases) under which the library would read a
+    # [params] value in place of the field's: [params] may not set them.
+    spec_field_params: dict[str, str] = {}
+    # Other names of known params, so the error can say which name to write.
+    param_aliases: dict[str, str] = {}
+
+    def check_params(self, params: dict, where: str, grades: int | None = None) -> None:
+        """Raise SpecError, prefixed ``where`` (the spec file), unless every [params]
+        key is a known param of this library and its value one it accepts. None leaves a
+        param to the library's default. ``grades`` is the spec's: a label_gain needs one
+        gain per grade."""
+        for key, value in params.items():
+            if key in self.spec_field_params:
+                raise SpecError(f"{where}: [params] may not set {key}; use the spec's own "
+                                f"field {self.spec_field_params[key]}")
+            if key in self.param_aliases:
+                raise SpecError(f"{where}: [params] {key} is another name of "
+                                f"{self.param_aliases[key]}; write {self.param_aliases[key]}")
+            if key not in self.known_params:
+                raise SpecError(f"{where}: [params] {key} is not a known {self.name} "
+                                f"parameter; known: {', '.join(sorted(self.known_params))}")
+            if value is None:
+                continue
+            param = self.known_params[key]
+            if not param.test(value):
+                raise SpecError(f"{where}: [params] {key} must be {param.wanted}, "
+                                f"not {value!r}")
+            if key == "label_gain" and grades is not None and len(value) < grades:
+                raise SpecError(f"{where}: [params] label_gain needs at least one gain per "
+                                f"grade ({grades}), not {len(value)}")
 
     @property
     @abstractmethod
@@ -131,6 +232,70 @@ class LightGBM(BoosterLibrary):
     pointwise = ("regression",)
     model_file = "model.txt"
     objective_only_params = {"lambdarank_truncation_level": "lambdarank"}
+    # LightGBM's documented parameters (docs/Parameters.rst) that a booster spec may need,
+    # with their documented constraints; the seeds of single steps are not the spec's seed.
+    known_params = {
+        "learning_rate": number(0, low_open=True),
+        "num_leaves": integer(2, MAX_LEAVES),
+        "max_depth": integer(),
+        "min_data_in_leaf": integer(0),
+        "min_sum_hessian_in_leaf": number(0),
+        "feature_fraction": number(0, 1, low_open=True),
+        "feature_fraction_bynode": number(0, 1, low_open=True),
+        "bagging_fraction": number(0, 1, low_open=True),
+        "bagging_freq": integer(0),
+        "lambda_l1": number(0),
+        "lambda_l2": number(0),
+        "min_gain_to_split": number(0),
+        "max_delta_step": number(),
+        "path_smooth": number(0),
+        "extra_trees": flag(),
+        "boosting": choice("gbdt", "rf", "dart"),
+        "data_sample_strategy": choice("bagging", "goss"),
+        "top_rate": number(0, 1),
+        "other_rate": number(0, 1),
+        "drop_rate": number(0, 1),
+        "skip_drop": number(0, 1),
+        "max_drop": integer(),
+        "max_bin": integer(2),
+        "min_data_in_bin": integer(1),
+        "bagging_seed": integer(),
+        "feature_fraction_seed": integer(),
+        "data_random_seed": integer(),
+        "drop_seed": integer(),
+        "extra_seed": integer(),
+        "lambdarank_truncation_level": integer(1),
+        "lambdarank_norm": flag(),
+        "label_gain": gains(),
+        "sigmoid": number(0, low_open=True),
+        "num_threads": integer(),
+        "deterministic": flag(),
+        "force_row_wise": flag(),
+        "force_col_wise": flag(),
+        "verbosity": integer(),
+    }
+    spec_field_params = {
+        **dict.fromkeys(("objective", "objective_type", "app", "application"), "objective"),
+        **dict.fromkeys(("num_iterations", "num_iteration", "n_iter", "num_tree", "num_trees",
+                         "num_round", "num_rounds", "nrounds", "num_boost_round",
+                         "n_estimators", "max_iter"), "num_rounds"),
+        **dict.fromkeys(("seed", "random_seed", "random_state"), "seed"),
+    }
+    param_aliases = {
+        "eta": "learning_rate", "shrinkage_rate": "learning_rate",
+        "num_leaf": "num_leaves", "max_leaves": "num_leaves", "max_leaf": "num_leaves",
+        "min_child_samples": "min_data_in_leaf", "min_data_per_leaf": "min_data_in_leaf",
+        "min_child_weight": "min_sum_hessian_in_leaf",
+        "colsample_bytree": "feature_fraction", "sub_feature": "feature_fraction",
+        "subsample": "bagging_fraction", "sub_row": "bagging_fraction",
+        "subsample_freq": "bagging_freq",
+        "reg_alpha": "lambda_l1", "l1_regularization": "lambda_l1",
+        "reg_lambda": "lambda_l2", "lambda": "lambda_l2", "l2_regularization": "lambda_l2",
+        "min_split_gain": "min_gain_to_split",
+        "boosting_type": "boosting", "extra_tree": "extra_trees",
+        "num_thread": "num_threads", "nthread": "num_threads", "n_jobs": "num_threads",
+        "verbose": "verbosity",
+    }
 
     @property
     def version(self) -> str:
@@ -205,6 +370,45 @@ class XGBoost(BoosterLibrary):
     objectives = ("rank:ndcg", "rank:pairwise", "rank:map", "reg:squarederror")
     pointwise = ("reg:squarederror",)
     model_file = "model.json"
+    # XGBoost's documented tree booster and ranking parameters (doc/parameter.rst) that a
+    # booster spec may need, with their documented ranges; eta must be > 0 here (0 learns
+    # nothing).
+    known_params = {
+        "eta": number(0, low_open=True),
+        "max_depth": integer(0, MAX_DEPTH),
+        "max_leaves": integer(0, MAX_LEAVES),
+        "min_child_weight": number(0),
+        "max_delta_step": number(0),
+        "subsample": number(0, 1, low_open=True),
+        "sampling_method": choice("uniform", "gradient_based"),
+        "colsample_bytree": number(0, 1, low_open=True),
+        "colsample_bylevel": number(0, 1, low_open=True),
+        "colsample_bynode": number(0, 1, low_open=True),
+        "lambda": number(0),
+        "alpha": number(0),
+        "gamma": number(0),
+        "max_bin": integer(2),
+        "grow_policy": choice("depthwise", "lossguide"),
+        "tree_method": choice("hist", "approx", "exact", "auto"),
+        "lambdarank_pair_method": choice("topk", "mean"),
+        "lambdarank_num_pair_per_sample": integer(1),
+        "lambdarank_unbiased": flag(),
+        "lambdarank_bias_norm": number(0),
+        "ndcg_exp_gain": flag(),
+        "base_score": number(),
+        "nthread": integer(),
+        "verbosity": integer(0, 3),
+    }
+    spec_field_params = {
+        "objective": "objective",
+        **dict.fromkeys(("seed", "random_state"), "seed"),
+        **dict.fromkeys(("num_boost_round", "num_round", "num_rounds", "n_estimators"),
+                        "num_rounds"),
+    }
+    param_aliases = {
+        "learning_rate": "eta", "reg_lambda": "lambda", "reg_alpha": "alpha",
+        "min_split_loss": "gamma", "n_jobs": "nthread",
+    }
 
     @property
     def version(self) -> str:

@@ -14,6 +14,13 @@ from xlarank.rank.labels import N_GRADES
 MAX_GRADES = 1000
 # LightGBM refuses queries of more than 10,000 rows; the bound holds for every library.
 MAX_GROUP_ROWS = 10_000
+# Every budget is bounded. The repo's specs train 100-500 rounds at learning rates of
+# 0.05-0.13; 100,000 rounds is 200x more, hours of training and a model file of hundreds
+# of MB, already more than any use; a larger number is a typo (num_rounds = 1e11 would
+# run until killed).
+MAX_ROUNDS = 100_000
+# Both libraries keep the seed in a C int.
+SEEDS = (-2**31, 2**31 - 1)
 
 
 @dataclass(frozen=True)
@@ -44,19 +51,37 @@ def load_ranker_spec(path: str | Path) -> RankerSpec:
     """The booster spec in a TOML (or JSON) file; its name defaults to the file's stem."""
     path = Path(path)
     raw = read_structured(path, "booster spec", SpecError)
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: a booster spec must be a table of fields, not "
+                        f"{type(raw).__name__}")
     raw.setdefault("name", path.stem)
     try:
         spec = RankerSpec(**raw)
     except TypeError as exc:
         raise SpecError(f"{path}: {exc}") from None
+    for name in ("name", "features", "library", "objective"):
+        if not isinstance(getattr(spec, name), str):
+            raise SpecError(f"{path}: {name} must be a string, not "
+                            f"{getattr(spec, name)!r}")
     if spec.library not in BOOSTERS:
         raise SpecError(f"{path}: library must be one of {', '.join(BOOSTERS)}")
-    objectives = BOOSTERS[spec.library].objectives
-    if spec.objective not in objectives:
+    library = BOOSTERS[spec.library]
+    if spec.objective not in library.objectives:
         raise SpecError(f"{path}: objective {spec.objective!r} is not one of "
-                        f"{', '.join(objectives)} for {spec.library}")
-    if not 2 <= spec.max_configs_per_graph <= MAX_GROUP_ROWS:
-        raise SpecError(f"{path}: max_configs_per_graph must lie in 2..{MAX_GROUP_ROWS}")
-    if not 2 <= spec.grades <= MAX_GRADES:
-        raise SpecError(f"{path}: grades must lie in 2..{MAX_GRADES}")
+                        f"{', '.join(library.objectives)} for {spec.library}")
+    _check_integer(path, "num_rounds", spec.num_rounds, 1, MAX_ROUNDS)
+    _check_integer(path, "max_configs_per_graph", spec.max_configs_per_graph, 2,
+                   MAX_GROUP_ROWS)
+    _check_integer(path, "seed", spec.seed, *SEEDS)
+    _check_integer(path, "grades", spec.grades, 2, MAX_GRADES)
+    if not isinstance(spec.params, dict):
+        raise SpecError(f"{path}: params must be a table ([params]), not {spec.params!r}")
+    library.check_params(spec.params, str(path), spec.grades)
     return spec
+
+
+def _check_integer(path: Path, name: str, value, low: int, high: int) -> None:
+    """SpecError unless a spec field is an integer (not a bool) in low..high."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SpecError(f"{path}: {name} must be an integer in {low}..{high}, "
+                        f"not {value!r}")
