@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from xlarank.errors import SpecError, XlarankError
+from xlarank.threads import chosen_threads
 
 # The most leaves a tree may have: LightGBM's documented maximum of num_leaves (2^17).
 # XGBoost's max_leaves gets the same bound, and its max_depth one that keeps a depthwise
@@ -149,6 +151,9 @@ class BoosterLibrary(ABC):
     spec_field_params: dict[str, str] = {}
     # Other names of known params, so the error can say which name to write.
     param_aliases: dict[str, str] = {}
+    # Names under which the library reads its thread count. Threads belong to the machine
+    # a model trains on, not to the spec: xlarank sets them (`xlarank.threads`).
+    thread_params: tuple[str, ...] = ()
 
     def check_params(self, params: dict, where: str, grades: int | None = None) -> None:
         """Raise SpecError, prefixed ``where`` (the spec file), unless every [params]
@@ -156,6 +161,9 @@ class BoosterLibrary(ABC):
         param to the library's default. ``grades`` is the spec's: a label_gain needs one
         gain per grade."""
         for key, value in params.items():
+            if key in self.thread_params:
+                raise SpecError(f"{where}: [params] may not set {key}; threads are chosen "
+                                "per run (--threads), not per spec")
             if key in self.spec_field_params:
                 raise SpecError(f"{where}: [params] may not set {key}; use the spec's own "
                                 f"field {self.spec_field_params[key]}")
@@ -182,7 +190,8 @@ class BoosterLibrary(ABC):
 
     @abstractmethod
     def params(self, spec: TrainingSpec, threads: int | None) -> dict:
-        """The library's parameters for a spec; the spec's own params win."""
+        """The library's parameters for a spec; the spec's own params win. ``threads``
+        None or 0: the process's chosen count (`xlarank.threads.chosen_threads`)."""
 
     @abstractmethod
     def search_space(self) -> dict:
@@ -193,8 +202,8 @@ class BoosterLibrary(ABC):
     def fit(self, x: np.ndarray, labels: np.ndarray, sizes: np.ndarray, names: list[str],
             spec: TrainingSpec, threads: int) -> object:
         """A booster trained in this process on x float32 (rows, features) and labels
-        (rows,), rows contiguous per graph with sizes int64 (graphs,). ``threads`` 0 lets
-        the library choose."""
+        (rows,), rows contiguous per graph with sizes int64 (graphs,), on ``threads``
+        (0: the process's chosen count)."""
 
     @abstractmethod
     def fit_dask(self, client, data: DaskArrays, names: list[str], spec: TrainingSpec,
@@ -268,7 +277,6 @@ class LightGBM(BoosterLibrary):
         "lambdarank_norm": flag(),
         "label_gain": gains(),
         "sigmoid": number(0, low_open=True),
-        "num_threads": integer(),
         "deterministic": flag(),
         "force_row_wise": flag(),
         "force_col_wise": flag(),
@@ -293,9 +301,9 @@ class LightGBM(BoosterLibrary):
         "reg_lambda": "lambda_l2", "lambda": "lambda_l2", "l2_regularization": "lambda_l2",
         "min_split_gain": "min_gain_to_split",
         "boosting_type": "boosting", "extra_tree": "extra_trees",
-        "num_thread": "num_threads", "nthread": "num_threads", "n_jobs": "num_threads",
         "verbose": "verbosity",
     }
+    thread_params = ("num_threads", "num_thread", "nthread", "nthreads", "n_jobs")
 
     @property
     def version(self) -> str:
@@ -306,7 +314,8 @@ class LightGBM(BoosterLibrary):
     def params(self, spec: TrainingSpec, threads: int | None) -> dict:
         # LightGBM writes these into model.txt: keys and their order are part of the file.
         params = {"objective": spec.objective, "seed": spec.seed, "deterministic": True,
-                  "force_row_wise": True, "verbosity": -1, "num_threads": threads}
+                  "force_row_wise": True, "verbosity": -1,
+                  "num_threads": threads or chosen_threads()}
         if not spec.pointwise:
             params["label_gain"] = list(range(spec.grades))
         return {**params, **spec.params}
@@ -350,7 +359,8 @@ class LightGBM(BoosterLibrary):
         return model.to_local().booster_
 
     def predict(self, booster, x, names, rounds):
-        return np.asarray(booster.predict(x, num_iteration=rounds), dtype=np.float64)
+        return np.asarray(booster.predict(x, num_iteration=rounds,
+                                          num_threads=chosen_threads()), dtype=np.float64)
 
     def rounds(self, booster) -> int:
         return int(booster.current_iteration())
@@ -358,6 +368,13 @@ class LightGBM(BoosterLibrary):
     def importance(self, booster, names):
         gain = booster.feature_importance(importance_type="gain")
         return pd.Series(gain, index=booster.feature_name(), dtype=np.float64)
+
+    def save(self, booster, path):
+        # The thread count belongs to the machine, not the model: it is written as 0 ("not
+        # set"), so a model's bytes do not depend on where or beside what it trained.
+        text = booster.model_to_string()
+        path.write_text(re.sub(r"^\[num_threads: \d+\]$", "[num_threads: 0]", text,
+                               flags=re.MULTILINE))
 
     def load(self, path):
         import lightgbm as lgb
@@ -396,7 +413,6 @@ class XGBoost(BoosterLibrary):
         "lambdarank_bias_norm": number(0),
         "ndcg_exp_gain": flag(),
         "base_score": number(),
-        "nthread": integer(),
         "verbosity": integer(0, 3),
     }
     spec_field_params = {
@@ -407,8 +423,9 @@ class XGBoost(BoosterLibrary):
     }
     param_aliases = {
         "learning_rate": "eta", "reg_lambda": "lambda", "reg_alpha": "alpha",
-        "min_split_loss": "gamma", "n_jobs": "nthread",
+        "min_split_loss": "gamma",
     }
+    thread_params = ("nthread", "n_jobs")
 
     @property
     def version(self) -> str:
@@ -417,10 +434,9 @@ class XGBoost(BoosterLibrary):
         return xgb.__version__
 
     def params(self, spec: TrainingSpec, threads: int | None) -> dict:
-        """As the base class says; ``threads`` None (or a param set to None) is left out,
-        so XGBoost chooses."""
+        """As the base class says; a param set to None is left out, so XGBoost chooses."""
         params = {"objective": spec.objective, "seed": spec.seed, "tree_method": "hist",
-                  "nthread": threads}
+                  "nthread": threads or chosen_threads()}
         if spec.objective == "rank:ndcg":
             # Linear gains as for LightGBM; exponential ones overflow past 31 grades.
             params["ndcg_exp_gain"] = False
@@ -443,7 +459,7 @@ class XGBoost(BoosterLibrary):
         qid = np.repeat(np.arange(len(sizes)), sizes)
         data = xgb.DMatrix(x, label=labels, qid=None if spec.pointwise else qid,
                            feature_names=names)
-        return xgb.train(self.params(spec, threads or None), data,
+        return xgb.train(self.params(spec, threads), data,
                          num_boost_round=spec.num_rounds)
 
     def fit_dask(self, client, data, names, spec, threads_per_worker):
@@ -458,7 +474,8 @@ class XGBoost(BoosterLibrary):
     def predict(self, booster, x, names, rounds):
         import xgboost as xgb
 
-        data = xgb.DMatrix(x, feature_names=names)
+        data = xgb.DMatrix(x, feature_names=names, nthread=chosen_threads())
+        booster.set_param({"nthread": chosen_threads()})
         upto = (0, rounds) if rounds is not None else (0, 0)
         return np.asarray(booster.predict(data, iteration_range=upto), dtype=np.float64)
 

@@ -26,6 +26,7 @@ from xlarank.errors import MismatchError, XlarankError
 from xlarank.features.build import KEY_COLUMNS, featurize_graph
 from xlarank.features.spec import FeatureSpec
 from xlarank.rank.model import load_model
+from xlarank.threads import chosen_threads
 
 # The per-config families; ``graph`` is one value per graph, constant here.
 IN_GRAPH_SPEC = FeatureSpec("in-graph", ("config_raw", "config_joined", "khop", "config_nodes"))
@@ -114,7 +115,7 @@ def in_graph_inputs(graph: TileGraph | LayoutGraph, prior=None,
 
 
 def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
-               threads: int = 1, spec: FeatureSpec = IN_GRAPH_SPEC) -> pd.DataFrame:
+               threads: int | None = None, spec: FeatureSpec = IN_GRAPH_SPEC) -> pd.DataFrame:
     """Rank every config of one graph from the runtimes of some of them.
 
     graph: a TileGraph or LayoutGraph with its configs, or an npz path; measured: columns
@@ -122,7 +123,8 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
     file (runtimes all zero) is the normal case. Repeats of one config index are combined
     by their median. prior: a model directory or a loaded ranker of the graph's
     collection, whose score becomes one more input. spec: the feature families beside
-    the raw columns (for ablations; the default is IN_GRAPH_SPEC).
+    the raw columns (for ablations; the default is IN_GRAPH_SPEC). threads: the booster's
+    (None: the process's chosen count, `xlarank.threads`).
 
     Returns a DataFrame of n_configs rows, best first: rank (1 = predicted fastest),
     config_index, score (higher is faster: minus the predicted log runtime), measured
@@ -161,6 +163,7 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
             raise MismatchError(f"{graph.path}: collection {kind}, but the prior model was "
                                 f"trained on {trained_on}")
     x, names = in_graph_inputs(graph, prior, spec)
+    threads = threads or chosen_threads()
     params = {**IN_GRAPH_PARAMS, "seed": seed, "num_threads": threads}
     data = lgb.Dataset(x[rows], label=np.log(runtime.to_numpy()), feature_name=names,
                        params={"min_data_in_bin": 1, "verbosity": -1})

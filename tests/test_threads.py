@@ -1,0 +1,130 @@
+"""Thread counts: chosen from --threads or the cores shared among make's jobs, applied to
+Numba, the boosters at fit and predict, and the local worker processes."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+from xlarank import engine, threads
+from xlarank.errors import SpecError
+from xlarank.rank.boosters import BOOSTERS, get_library
+from xlarank.rank.spec import load_ranker_spec
+
+
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    """Each test chooses its own count; the process's is put back after."""
+    before = threads._chosen, numba.get_num_threads()
+    yield
+    threads._chosen = before[0]
+    numba.set_num_threads(before[1])
+
+
+@pytest.mark.parametrize("flags, jobs", [
+    ("", 1), ("s", 1), (" -j2 --jobserver-auth=3,4", 2), ("s -j2 --jobserver-auth=3,4", 2),
+    ("k -j16 --jobserver-auth=fifo:/tmp/x", 16), ("-j3", 3), ("--no-print-directory", 1),
+    ("-k --jobs-not", 1),
+])
+def test_make_jobs_are_read_from_makeflags(flags, jobs):
+    assert threads.make_jobs(flags) == jobs
+
+
+def test_make_without_a_job_limit_counts_one_job_per_core(monkeypatch):
+    monkeypatch.setattr(threads, "available_cores", lambda: 6)
+    assert threads.make_jobs(" -j") == 6
+
+
+@pytest.mark.parametrize("cores, makeflags, expected", [
+    (2, "", 2), (2, " -j2 --jobserver-auth=3,4", 1), (8, " -j2", 4), (2, " -j4", 1),
+    (1, "", 1), (16, " -j3", 5),
+])
+def test_default_threads_share_the_cores_among_makes_jobs(monkeypatch, cores, makeflags,
+                                                           expected):
+    monkeypatch.setattr(threads, "available_cores", lambda: cores)
+    monkeypatch.setenv("MAKEFLAGS", makeflags)
+    assert threads.default_threads() == expected
+
+
+def test_use_threads_sets_numba_and_what_the_boosters_get(monkeypatch):
+    monkeypatch.setenv("MAKEFLAGS", "")
+    assert threads.use_threads(1) == 1
+    assert numba.get_num_threads() == 1 and threads.chosen_threads() == 1
+    assert threads.use_threads(0) == threads.default_threads()
+    assert threads.chosen_threads() == threads.default_threads()
+    monkeypatch.setenv("MAKEFLAGS", " -j64")
+    assert threads.use_threads(None) == 1 and numba.get_num_threads() == 1
+
+
+@pytest.mark.parametrize("library", sorted(BOOSTERS))
+def test_boosters_train_on_the_chosen_count(repo_specs, library):
+    spec = load_ranker_spec(repo_specs.models("tile-xla" if library == "lightgbm"
+                                              else "baseline"))
+    adapter = get_library(library)
+    key = "num_threads" if library == "lightgbm" else "nthread"
+    threads.use_threads(1)
+    assert adapter.params(spec, 0)[key] == 1
+    assert adapter.params(spec, 3)[key] == 3
+
+
+@pytest.mark.parametrize("library, key", [
+    ("lightgbm", "num_threads"), ("lightgbm", "num_thread"), ("lightgbm", "nthread"),
+    ("lightgbm", "n_jobs"), ("xgboost", "nthread"), ("xgboost", "n_jobs"),
+])
+def test_specs_may_not_set_threads(tmp_path, library, key):
+    path = tmp_path / "spec.toml"
+    objective = "" if library == "lightgbm" else 'objective = "rank:ndcg"\n'
+    path.write_text(f'features = "default"\nlibrary = "{library}"\n{objective}'
+                    f"[params]\n{key} = 2\n")
+    with pytest.raises(SpecError, match=rf"may not set {key}; threads are chosen per run"):
+        load_ranker_spec(path)
+
+
+def test_model_files_do_not_depend_on_the_thread_count(frames, repo_specs, tmp_path):
+    from conftest import small
+    from xlarank.frame import read_frame
+    from xlarank.rank.train import train_ranker
+
+    table, meta = read_frame(frames["default", "tile-xla", "train"])
+    spec = small(load_ranker_spec(repo_specs.models("tile-xla")))
+    files = []
+    for count in (1, 2):
+        threads.use_threads(count)
+        train_ranker(table, meta, spec).save(tmp_path / str(count))
+        files.append((tmp_path / str(count) / "model.txt").read_bytes())
+    assert files[0] == files[1]
+    assert b"[num_threads: 0]" in files[0]
+
+
+def _worker_threads(_item: int) -> tuple[int, int]:
+    import os
+
+    return os.getpid(), numba.get_num_threads()
+
+
+def test_local_pool_is_kept_and_its_workers_share_the_threads(monkeypatch):
+    monkeypatch.setattr(threads, "available_cores", lambda: 4)
+    threads.use_threads(4)
+    try:
+        first = list(engine.map_ordered(_worker_threads, range(6), workers=2))
+        pool = engine._pool
+        second = list(engine.map_ordered(_worker_threads, range(6), workers=2))
+        assert engine._pool is pool  # kept between calls
+        # 4 threads / 2 workers, within the machine's Numba pool
+        assert {count for _, count in first + second} == {min(2, numba.config.NUMBA_NUM_THREADS)}
+        assert {pid for pid, _ in second} <= {pid for pid, _ in first}
+        threads.use_threads(2)
+        third = list(engine.map_ordered(_worker_threads, range(4), workers=2))
+        assert engine._pool is not pool and {count for _, count in third} == {1}
+    finally:
+        engine.shutdown_pool()
+    assert engine._pool is None
+
+
+def test_results_keep_input_order_in_the_pool():
+    try:
+        out = list(engine.map_ordered(np.square, [3, 1, 2, 5], workers=2))
+    finally:
+        engine.shutdown_pool()
+    assert out == [9, 1, 4, 25]
