@@ -6,15 +6,40 @@ TpuGraphs collection. The small public API:
     load_graph(path)              -> TileGraph | LayoutGraph
     featurize_graph(graph, spec)  -> DataFrame, a row per config
     load_feature_spec(path)       -> FeatureSpec
+    load_model(directory)         -> a trained model (load once, score many graphs)
+    ranked_configs(graph, model)  -> (config indices best first, their scores)
     rank_graph(graph, measured)   -> DataFrame, every config best first, from the
                                      runtimes of some (in-graph ranking)
+
+Each name is imported on first use, so ``import xlarank`` (and the CLI's start-up) stays
+cheap: numpy, pandas, Numba and the boosters load only where a command needs them.
 """
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-from xlarank.data.graph import LayoutGraph, TileGraph, load_graph  # noqa: E402
-from xlarank.features import featurize_graph, load_feature_spec  # noqa: E402
-from xlarank.rank.ingraph import rank_graph  # noqa: E402
+_PUBLIC = {
+    "LayoutGraph": "xlarank.data.graph",
+    "TileGraph": "xlarank.data.graph",
+    "load_graph": "xlarank.data.graph",
+    "featurize_graph": "xlarank.features",
+    "load_feature_spec": "xlarank.features",
+    "load_model": "xlarank.rank.model",
+    "ranked_configs": "xlarank.score",
+    "rank_graph": "xlarank.rank.ingraph",
+}
 
-__all__ = ["LayoutGraph", "TileGraph", "__version__", "featurize_graph", "load_feature_spec",
-           "load_graph", "rank_graph"]
+__all__ = ["__version__", *_PUBLIC]
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'xlarank' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
