@@ -25,7 +25,7 @@ FUZZ_EXAMPLES ?= 3000
 .DELETE_ON_ERROR:
 # Frames and models are products in their own right, not intermediates to delete.
 .SECONDARY:
-.PHONY: help install dev demo dask-demo test test-fast lint fuzz bench features models ensembles evaluate report tune submission clean clean-all
+.PHONY: help install dev demo dask-demo test test-fast lint fuzz bench bench-full features models ensembles evaluate report tune submission clean clean-all
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -33,6 +33,10 @@ help: ## list the targets
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	@# A .venv made before xgboost-cpu: both packages write xgboost/, so the CUDA one goes first.
+	@if [ "$$(uname)" = Linux ] && $(BIN)/pip show --quiet xgboost 2>/dev/null; then \
+	    echo "replacing xgboost (CUDA build) with xgboost-cpu"; \
+	    $(BIN)/pip uninstall --quiet --yes xgboost xgboost-cpu; fi
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
@@ -135,13 +139,22 @@ $(BENCH_GRAPH): | $(VENV)/.installed
 
 QUALITY_SEEDS ?= 3
 DEMO_MODELS := $(foreach c,$(COLLECTIONS),$(TRAINED)/xlarank/$(c)/card.json)
-bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, ablation, engines, ranking quality, in-graph -> bench/results/*.json
+bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, scoring latency, ablation, engines, quality, in-graph -> bench/results/*.json
 	$(MAKE) --no-print-directory $(DEMO_MODELS) DATA=$(DEMO_DATA)
 	$(BIN)/python bench/featurize.py $(BENCH_GRAPH) $(REAL_NLP_SAMPLE) --out bench/results/featurize.json
+	$(BIN)/python bench/score.py $(REAL_NLP_SAMPLE) --model $(TRAINED)/xlarank/layout-nlp-default \
+	    --out bench/results/score.json
 	$(BIN)/python bench/ingraph.py --synthetic $(DEMO_DATA) --prior $(TRAINED)/xlarank --out bench/results/ingraph.json
 	$(BIN)/python bench/ablation.py $(DEMO_DATA) --out bench/results/ablation.json
-	$(BIN)/python bench/engines.py $(DEMO_DATA) --out bench/results/engines.json
+	$(BIN)/python bench/engines.py $(DEMO_DATA) --frame $(FRAMES)/default/layout-nlp-default/train.parquet \
+	    --out bench/results/engines.json
 	$(BIN)/python bench/quality.py $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/quality.json
+
+# The whole dataset's size (the `real` synth preset: 13.3M configs, made once into
+# data/synth-real, about an hour) end to end: featurize, train, evaluate, submit.
+FULL_PRESET ?= real
+bench-full: $(VENV)/.installed ## the real-sized synthetic dataset end to end: time and peak RSS per step -> bench/results/full.json
+	$(BIN)/python bench/full.py --preset $(FULL_PRESET) --out bench/results/full.json
 
 # ---------------------------------------------------------------- demo
 # Made again when the generator changes, so demo data always follows its cost model.

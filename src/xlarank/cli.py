@@ -28,6 +28,7 @@ from rich.table import Table
 from xlarank import __version__
 from xlarank.data.collections import get_collection, split_files
 from xlarank.errors import XlarankError
+from xlarank.threads import use_threads
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Rank XLA compiler configurations (TpuGraphs) by predicted runtime.")
@@ -106,6 +107,9 @@ SchedulerOption = Annotated[str | None, typer.Option(help="Address of a running 
 WorkersOption = Annotated[int, typer.Option(help="Parallel workers: local processes, or with "
                                             "--engine dask the processes of the local Dask "
                                             "cluster (unused with --scheduler).")]
+ThreadsOption = Annotated[int, typer.Option(min=0, help="Threads for the boosters and kernels, "
+                                            "shared by local --workers; 0: the cores, shared "
+                                            "among make's parallel jobs. A Dask task uses 1.")]
 
 
 @app.command()
@@ -133,10 +137,26 @@ def synth(
 
 
 @app.command()
+def specs(
+    kind: Annotated[str | None, typer.Option(help="feature or booster [both].")] = None,
+) -> None:
+    """List the packaged specs: their names work as --spec from any folder."""
+    from xlarank.specs import KINDS, packaged_specs
+
+    with _user_errors():
+        if kind not in (None, *KINDS):
+            raise XlarankError(f"--kind {kind!r}: known kinds are {', '.join(KINDS)}")
+        found = packaged_specs(kind)
+    _show_table("packaged specs", [("kind", "left"), ("name", "left"), ("about", "left")],
+                [(s.kind, s.name, s.summary) for s in found])
+
+
+@app.command()
 def featurize(
     ctx: typer.Context,
     data: Annotated[Path, typer.Argument(help="Dataset root (holding npz/) or its npz folder.")],
-    spec: Annotated[Path, typer.Option(help="Feature spec TOML.")] = Path("features/default.toml"),
+    spec: Annotated[str, typer.Option(help="Feature spec: a TOML file or a packaged spec's "
+                                      "name (xlarank specs).")] = "default",
     collection: Annotated[str, typer.Option(help="A collection (e.g. tile-xla) or all.")] = "all",
     split: Annotated[str, typer.Option(help="train, valid, test or all.")] = "all",
     out_dir: Annotated[Path | None, typer.Option(
@@ -157,6 +177,7 @@ def featurize(
              "[the spec's, else random:0].")] = None,
     engine: EngineOption = "local",
     scheduler: SchedulerOption = None,
+    threads: ThreadsOption = 0,
 ) -> None:
     """Featurize graph files into parquet frames, one per collection and split.
 
@@ -168,6 +189,7 @@ def featurize(
     from xlarank.featurize import featurize_files, frame_jobs, resolve_feature_spec
 
     with _user_errors():
+        use_threads(threads)
         feature_spec = resolve_feature_spec(spec, embedding, gnn_weights)
         jobs = frame_jobs(data, feature_spec, collection, split, out, out_dir)
         with engine_client(engine, scheduler, workers) as client:
@@ -222,15 +244,18 @@ def gnn_train(
 def train(
     ctx: typer.Context,
     frame: Annotated[Path, typer.Argument(help="Training frame (parquet from featurize).")],
-    spec: Annotated[list[Path], typer.Option(help="Booster or ensemble spec TOML "
-                                             "(models/*.toml); repeat for an ensemble.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Model directory to write.")],
+    spec: Annotated[list[str] | None, typer.Option(
+        help="Booster or ensemble spec: a TOML file or a packaged spec's name (xlarank "
+             "specs); repeat for an ensemble [the packaged default of the frame's "
+             "collection].")] = None,
     seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds, e.g. 0,1,2: one "
                                               "member per spec and seed (an ensemble).")] = None,
     valid: Annotated[Path | None, typer.Option(help="Validation frame; its metrics go "
                                                "into the model card.")] = None,
-    threads: Annotated[int, typer.Option(help="Booster threads; 0 lets it choose "
-                                         "(with dask: per worker, default 1).")] = 0,
+    threads: Annotated[int, typer.Option(min=0, help="Booster threads; 0: the cores, shared "
+                                         "among make's parallel jobs (with dask: per "
+                                         "worker, default 1).")] = 0,
     engine: EngineOption = "local",
     scheduler: SchedulerOption = None,
     workers: WorkersOption = 2,
@@ -244,9 +269,10 @@ def train(
     from xlarank.rank.train_specs import train_from_specs
 
     with _user_errors():
-        trained = train_from_specs(frame, spec, out_dir, _parse_seeds(seeds) if seeds else None,
-                                   valid, threads, engine, scheduler, workers,
-                                   status=err_console.status)
+        use_threads(threads)
+        trained = train_from_specs(frame, spec or [], out_dir,
+                                   _parse_seeds(seeds) if seeds else None, valid, threads,
+                                   engine, scheduler, workers, status=err_console.status)
     card = trained.model.card
     console.print(f"trained {' + '.join(s.name for s in trained.specs)} on "
                   f"{trained.collection} ({card['training_data']['graphs']} graphs) -> {out_dir}")
@@ -276,11 +302,13 @@ def evaluate(
     out_csv: Annotated[Path | None, typer.Option("--out", help="Per-graph metrics CSV; a "
                                                  "summary JSON is written beside it.")] = None,
     name: Annotated[str | None, typer.Option(help="Run name in the summary.")] = None,
+    threads: ThreadsOption = 0,
 ) -> None:
     """Per-graph and mean metrics: Kendall tau and OPA (layout), slowdown@K (tile)."""
     from xlarank.score import evaluate_model
 
     with _user_errors():
+        use_threads(threads)
         if (model is None) == (not random_order):
             raise XlarankError("give exactly one of --model DIR or --random")
         result = evaluate_model(frame, model, seed, eval_indices, name, out_csv)
@@ -313,19 +341,22 @@ def tune(
     train_frame: Annotated[Path, typer.Argument(help="Training frame.")],
     valid_frame: Annotated[Path, typer.Argument(help="Validation frame the trials are "
                                                 "scored on.")],
-    spec: Annotated[Path, typer.Option(help="Starting booster spec (trial 0).")],
+    spec: Annotated[str, typer.Option(help="Starting booster spec (trial 0): a TOML file or "
+                                      "a packaged spec's name.")],
     out: Annotated[Path, typer.Option(help="Where to write the chosen spec TOML.")],
     trials: Annotated[int, typer.Option(min=1, help="Search budget: trials in all.")] = 20,
     max_minutes: Annotated[float | None, typer.Option(help="Stop after this long (the "
                                                       "running trial finishes).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the parameter draws.")] = 0,
     log: Annotated[Path | None, typer.Option(help="CSV of every trial.")] = None,
+    threads: ThreadsOption = 0,
 ) -> None:
     """Random search over a booster spec's parameters (bounded by --trials / --max-minutes);
     writes the best spec on the validation frame."""
     from xlarank.rank.tune import tune_spec_file
 
     with _user_errors(), _progress("tune", trials) as tick:
+        use_threads(threads)
         tuned = tune_spec_file(train_frame, valid_frame, spec, out, trials, seed, max_minutes,
                                log, on_trial=lambda number, value: tick())
     metric = tuned.metric
@@ -346,12 +377,14 @@ def report(
     train_frame: Annotated[Path | None, typer.Option("--train", help="Training frame, "
                                                      "for its learning curve.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random-order peer.")] = 0,
+    threads: ThreadsOption = 0,
 ) -> None:
     """HTML page with PNG plots and a metrics CSV: per-graph metric, rank scatter, feature
     importance, learning curve, next to the peers."""
     from xlarank.report import report_from_paths
 
     with _user_errors():
+        use_threads(threads)
         models = [(name, Path(path)) for name, _, path in (m.rpartition("=") for m in model)]
         meta = report_from_paths(frame, models, out_dir, train_frame, seed,
                                  status=err_console.status)
@@ -371,12 +404,14 @@ def score(
     workers: WorkersOption = 1,
     engine: EngineOption = "local",
     scheduler: SchedulerOption = None,
+    threads: ThreadsOption = 0,
 ) -> None:
     """Rank every config of each file, best first: file, rank, config_index, score."""
     from xlarank.distributed import engine_client
     from xlarank.score import npz_inputs, score_files
 
     with _user_errors():
+        use_threads(threads)
         files = npz_inputs(inputs)
         chosen = get_collection(collection) if collection else None
         with engine_client(engine, scheduler, workers) as client, \
@@ -399,7 +434,7 @@ def rank_graph(
                                                "graph's collection: its score becomes "
                                                "one more input.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the graph-local booster.")] = 0,
-    threads: Annotated[int, typer.Option(help="Booster threads.")] = 1,
+    threads: ThreadsOption = 0,
 ) -> None:
     """Rank all configs of one graph from the runtimes of some: rank, config_index, score,
     measured, runtime. Repeats of a config index are combined by their median."""
@@ -408,8 +443,8 @@ def rank_graph(
     from xlarank.rank.ingraph import read_measured
 
     with _user_errors():
-        ranked = rank_one_graph(graph, read_measured(measured), prior=prior, seed=seed,
-                                threads=threads)
+        use_threads(threads)
+        ranked = rank_one_graph(graph, read_measured(measured), prior=prior, seed=seed)
         with atomic_path(out_csv) as tmp:
             ranked.to_csv(tmp, index=False)
     console.print(f"ranked {len(ranked)} configs ({int(ranked['measured'].sum())} measured) "
@@ -422,11 +457,13 @@ def submit(
     models: Annotated[Path, typer.Option(help="Folder of model directories, one per collection.")],
     out_csv: Annotated[Path, typer.Option("--out",
                                           help="Submission CSV.")] = Path("submission.csv"),
+    threads: ThreadsOption = 0,
 ) -> None:
     """Write the competition CSV (ID,TopConfigs): top 5 for tile, full order for layout."""
     from xlarank.score import load_rankers, submission_files, write_submission
 
     with _user_errors():
+        use_threads(threads)
         rankers = load_rankers(models)
         with _progress("submit", len(submission_files(data))) as tick:
             n = write_submission(data, rankers, out_csv, on_file=tick)

@@ -26,6 +26,7 @@ from xlarank.features.build import feature_names, featurize_graph
 from xlarank.features.embedding import load_weights
 from xlarank.features.spec import FeatureSpec, load_feature_spec
 from xlarank.frame import frame_schema, write_frame
+from xlarank.specs import spec_path
 
 
 @dataclass(frozen=True)
@@ -135,10 +136,11 @@ def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Co
 
 def resolve_feature_spec(path: str | Path, embedding: str | None = None,
                          gnn_weights: str | None = None) -> FeatureSpec:
-    """The feature spec at ``path``, plus the gnn family when ``embedding`` is "gnn" or
+    """The feature spec at ``path`` (a file, or a packaged spec's name:
+    `xlarank.specs.spec_path`), plus the gnn family when ``embedding`` is "gnn" or
     ``gnn_weights`` ("random:SEED" or a weights .npz) is given. A bad weights file is
     refused here, before any work."""
-    spec = load_feature_spec(path)
+    spec = load_feature_spec(spec_path(path, "feature"))
     if embedding not in (None, "gnn"):
         raise XlarankError(f"--embedding {embedding!r}: the one embedding is 'gnn'")
     if gnn_weights is not None and embedding is None and "gnn" not in spec.families:

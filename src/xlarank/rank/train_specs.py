@@ -24,6 +24,7 @@ from xlarank.rank.model import Model
 from xlarank.rank.ranker import Ranker
 from xlarank.rank.spec import RankerSpec
 from xlarank.rank.train import train_ranker
+from xlarank.specs import default_booster_spec, spec_path
 
 
 @dataclass
@@ -48,10 +49,11 @@ def train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
     ----------
     frame_path : path
         The training frame (parquet from featurize).
-    spec_paths : sequence of paths
-        Booster specs or ensemble specs (``kind = "ensemble"``, `load_training_plan`). One
-        booster spec without ``seeds`` trains one ranker; anything more trains an ensemble
-        with one member per booster spec and seed.
+    spec_paths : sequence of paths or packaged spec names
+        Booster specs or ensemble specs (``kind = "ensemble"``, `load_training_plan`), each
+        a file or a packaged spec's name (`xlarank.specs.spec_path`); none: the packaged
+        default of the frame's collection. One booster spec without ``seeds`` trains one
+        ranker; anything more trains an ensemble with one member per booster spec and seed.
     out_dir : path
         The model directory to write (replaced whole).
     seeds : sequence of int, optional
@@ -60,7 +62,8 @@ def train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
         A validation frame; its mean metrics (`xlarank.evaluate.mean_metrics`) go into
         the card under "validation".
     threads : int
-        Booster threads; 0 lets the booster choose (the Dask engine: per worker, 0 means 1).
+        Booster threads; 0: the process's chosen count (`xlarank.threads`; the Dask
+        engine: per worker, 0 means 1).
     engine, scheduler, workers
         ``"local"``, or ``"dask"``: the cluster at ``scheduler``, else a local one of
         ``workers`` processes (`xlarank.distributed.engine_client`).
@@ -76,13 +79,15 @@ def train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
         collection, or a bad engine choice.
     """
     frame_path = Path(frame_path)
+    meta = read_meta(frame_path)
+    spec_paths = ([spec_path(p, "booster") for p in spec_paths] if spec_paths
+                  else [default_booster_spec(get_collection(meta.collection).slug)])
     plans = [load_training_plan(p) for p in spec_paths]
     specs = [member for members, _ in plans for member in members]
     plan_seeds = {tuple(seed_list) for _, seed_list in plans if seed_list}
     if len(plan_seeds) > 1 and not seeds:
         raise XlarankError("the ensemble specs ask for different seeds; give --seeds")
     seed_list = list(seeds) if seeds else list(plan_seeds.pop()) if plan_seeds else None
-    meta = read_meta(frame_path)
     single = len(specs) == 1 and not seed_list
     what = (f"{specs[0].library} {specs[0].objective}" if single
             else f"an ensemble of {len(specs) * len(seed_list or [0])}")

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 from sklearn.model_selection import ParameterSampler
 
+from xlarank import specs
 from xlarank.atomic import atomic_path, write_text_atomic
 from xlarank.data.collections import get_collection
 from xlarank.errors import XlarankError
@@ -116,8 +117,9 @@ def tune_spec_file(train_path: str | Path, valid_path: str | Path, spec_path: st
     train_path, valid_path : path
         The training frame, and the validation frame the trials are scored on (same
         collection and feature spec).
-    spec_path : path
-        The starting booster spec (trial 0).
+    spec_path : path or packaged spec name
+        The starting booster spec (trial 0), a file or a packaged spec
+        (`xlarank.specs.spec_path`).
     out : path
         Where to write the chosen spec; its comment header names the date, the budget,
         the frames and the best and starting scores.
@@ -133,7 +135,7 @@ def tune_spec_file(train_path: str | Path, valid_path: str | Path, spec_path: st
     XlarankError
         A bad spec, or frames that the spec cannot train on or that do not match.
     """
-    start_spec = load_ranker_spec(spec_path)
+    start_spec = load_ranker_spec(specs.spec_path(spec_path, "booster"))
     train_table, meta = read_frame(train_path)
     valid_table, valid_meta = read_frame(valid_path)
     check_trainable(meta, start_spec)
