@@ -6,6 +6,7 @@ temporary folder (slow: CI runs it with the whole suite)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -116,9 +117,21 @@ def test_the_wheel_works_from_a_temporary_folder(tmp_path):
     """Build the wheel, install it alone in a fresh venv (its dependencies come from this
     environment's site-packages, so no network is needed), and run featurize, train
     (packaged default spec) and score from an empty folder."""
+    # Built from a copy of the sources: a build writes build/ and egg-info beside them.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "src", source / "src", symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for spec in [*ROOT.glob("features/*.toml"), *ROOT.glob("models/**/*.toml")]:
+        relative = spec.relative_to(ROOT)
+        if relative.parts[1] not in ("trained", "tuned"):
+            (source / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(spec, source / relative)
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "--wheel-dir", str(wheels), str(ROOT)],
+                    "--no-build-isolation", "--wheel-dir", str(wheels), str(source)],
                    check=True, cwd=tmp_path)
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
