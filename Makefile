@@ -8,9 +8,12 @@ BIN := $(VENV)/bin
 XLARANK := $(BIN)/xlarank
 DATA ?= data/synth-demo
 DEMO_DATA := data/synth-demo
-FRAMES := features/frames
-TRAINED := models/trained
-REPORTS := reports
+# Outputs are keyed by the dataset's folder name, so `make evaluate DATA=~/data/tpugraphs`
+# never mistakes the demo's frames and models for its own.
+DATASET ?= $(notdir $(patsubst %/,%,$(DATA)))
+FRAMES ?= features/frames/$(DATASET)
+TRAINED ?= models/trained/$(DATASET)
+REPORTS ?= reports/$(DATASET)
 COLLECTIONS := tile-xla layout-xla-default layout-xla-random layout-nlp-default layout-nlp-random
 SEED ?= 0
 WORKERS ?= 1
@@ -91,7 +94,7 @@ $(TRAINED)/ensemble/%/card.json: models/ensembles/%.toml $(FRAMES)/default/%/tra
 $(REPORTS)/ensemble/%.csv: $(TRAINED)/ensemble/%/card.json $(FRAMES)/default/%/valid.parquet
 	$(XLARANK) evaluate $(FRAMES)/default/$*/valid.parquet --model $(<D) --name ensemble --out $@
 
-# reports/html/<collection>/index.html: plots of the default ranker on valid, beside the peers
+# reports/<dataset>/html/<collection>/index.html: plots of the default ranker on valid, beside the peers
 $(REPORTS)/html/%/index.html: $(TRAINED)/xlarank/%/card.json $(FRAMES)/default/%/valid.parquet $(FRAMES)/default/%/train.parquet
 	$(XLARANK) report $(FRAMES)/default/$*/valid.parquet --model xlarank=$(<D) \
 	    --train $(FRAMES)/default/$*/train.parquet --seed $(SEED) --out $(@D)
@@ -105,7 +108,7 @@ $(REPORTS)/baseline/%.csv: $(TRAINED)/baseline/%/card.json $(FRAMES)/baseline/%/
 $(REPORTS)/random/%.csv: $(FRAMES)/default/%/valid.parquet
 	$(XLARANK) evaluate $< --random --seed $(SEED) --name random --out $@
 
-features: $(foreach c,$(COLLECTIONS),$(foreach s,train valid test,$(FRAMES)/default/$(c)/$(s).parquet)) ## featurize DATA into features/frames/default
+features: $(foreach c,$(COLLECTIONS),$(foreach s,train valid test,$(FRAMES)/default/$(c)/$(s).parquet)) ## featurize DATA into features/frames/<dataset>/default
 
 models: $(foreach c,$(COLLECTIONS),$(TRAINED)/xlarank/$(c)/card.json) ## train the five collections' rankers
 
@@ -115,7 +118,7 @@ ensembles: $(foreach c,$(COLLECTIONS),$(REPORTS)/ensemble/$(c).csv) ## train and
 evaluate: $(foreach r,xlarank baseline random,$(foreach c,$(COLLECTIONS),$(REPORTS)/$(r)/$(c).csv)) ## valid metrics: ranker vs config-only baseline vs random
 	$(XLARANK) compare $(REPORTS) --out $(REPORTS)/summary.csv
 
-report: $(foreach c,$(COLLECTIONS),$(REPORTS)/html/$(c)/index.html) ## HTML + PNG report per collection -> reports/html/<collection>/index.html
+report: $(foreach c,$(COLLECTIONS),$(REPORTS)/html/$(c)/index.html) ## HTML + PNG report per collection -> reports/<dataset>/html/<collection>/index.html
 
 # Bounded random search for one collection's booster spec; writes models/tuned/<COLL>.toml
 # (copy it over models/<COLL>.toml to adopt it). Tune on other data than you report on.
@@ -138,15 +141,17 @@ $(BENCH_GRAPH): | $(VENV)/.installed
 	$(BIN)/python bench/featurize.py --make-graph $@
 
 QUALITY_SEEDS ?= 3
-DEMO_MODELS := $(foreach c,$(COLLECTIONS),$(TRAINED)/xlarank/$(c)/card.json)
+DEMO_FRAMES := features/frames/$(notdir $(DEMO_DATA))
+DEMO_TRAINED := models/trained/$(notdir $(DEMO_DATA))
+DEMO_MODELS := $(foreach c,$(COLLECTIONS),$(DEMO_TRAINED)/xlarank/$(c)/card.json)
 bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, scoring latency, ablation, engines, quality, in-graph -> bench/results/*.json
 	$(MAKE) --no-print-directory $(DEMO_MODELS) DATA=$(DEMO_DATA)
 	$(BIN)/python bench/featurize.py $(BENCH_GRAPH) $(REAL_NLP_SAMPLE) --out bench/results/featurize.json
-	$(BIN)/python bench/score.py $(REAL_NLP_SAMPLE) --model $(TRAINED)/xlarank/layout-nlp-default \
+	$(BIN)/python bench/score.py $(REAL_NLP_SAMPLE) --model $(DEMO_TRAINED)/xlarank/layout-nlp-default \
 	    --out bench/results/score.json
-	$(BIN)/python bench/ingraph.py --synthetic $(DEMO_DATA) --prior $(TRAINED)/xlarank --out bench/results/ingraph.json
+	$(BIN)/python bench/ingraph.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/ingraph.json
 	$(BIN)/python bench/ablation.py $(DEMO_DATA) --out bench/results/ablation.json
-	$(BIN)/python bench/engines.py $(DEMO_DATA) --frame $(FRAMES)/default/layout-nlp-default/train.parquet \
+	$(BIN)/python bench/engines.py $(DEMO_DATA) --frame $(DEMO_FRAMES)/default/layout-nlp-default/train.parquet \
 	    --out bench/results/engines.json
 	$(BIN)/python bench/quality.py $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/quality.json
 
@@ -166,7 +171,8 @@ demo: $(DEMO_DATA)/synth.json ## set up, then the whole pipeline on generated de
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory -j2 evaluate report submission DATA=$(DEMO_DATA) && \
 	echo "demo finished in $$(( $$(date +%s) - start ))s (synthetic data from 'xlarank synth', not TpuGraphs);" \
-	    "plots: $(REPORTS)/html/<collection>/index.html"
+	    "plots: reports/$(notdir $(DEMO_DATA))/html/<collection>/index.html," \
+	    "submission: reports/$(notdir $(DEMO_DATA))/submission.csv"
 
 # A scheduler and two single-threaded workers on loopback, as a user's cluster would be;
 # xlarank connects to it with --scheduler. Outputs go beside the local demo's.
@@ -185,7 +191,7 @@ dask-demo: $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## the demo pipeline o
 	exit $$status
 
 clean: ## remove frames, trained models and reports (keeps .venv and data)
-	rm -rf $(FRAMES) $(TRAINED) $(REPORTS) features/frames-dask models/trained-dask reports-dask
+	rm -rf features/frames models/trained reports features/frames-dask models/trained-dask reports-dask
 
 clean-all: clean ## also remove .venv and generated data
 	rm -rf $(VENV) data

@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("data")
     parser.add_argument("--out", default="bench/results/engines.json")
     parser.add_argument("--work", default="bench/results/engine-frames")
-    parser.add_argument("--frame", default="features/frames/default/layout-nlp-default/"
+    parser.add_argument("--frame", default="features/frames/synth-demo/default/layout-nlp-default/"
                         "train.parquet", help="Training frame for the side-by-side trainings.")
     args = parser.parse_args()
     use_threads()
