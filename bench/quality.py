@@ -11,7 +11,7 @@ Two parts, each over several seeds (mean, spread and training time per system):
 
 Systems: xlarank's default (models/<collection>.toml), the same booster with the gnn
 embedding columns added (random weights: the training-free variant; and weights trained
-with torch on the training split, or for unet3d on the training half), each objective in
+with jax on the training split, or for unet3d on the training half), each objective in
 models/objectives/, the collection's ensemble (models/ensembles/<collection>.toml; its
 members' seeds offset by the run's seed; per-graph min-max normalized scores averaged), and
 the peers: the config-aggregates-only XGBoost pairwise

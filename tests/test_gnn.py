@@ -1,9 +1,11 @@
 """features/embedding.py and gnn_train.py: the gnn family's embeddings against plain
-references, its columns, weights files, specs, and training the weights with torch."""
+references, its columns, weights files, specs, and training the weights with jax."""
 
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from xlarank.errors import SpecError
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.features.embedding import (
     HEAD_DIM,
+    NODE_INPUT_COLUMNS,
     TILE_DIM,
     WEIGHT_SHAPES,
     GnnWeights,
@@ -145,28 +148,106 @@ def test_featurize_cli_embedding_switch(tiny_data, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_training_network_embeddings_match_numba_on_random_graphs(seed):
+    pytest.importorskip("jax")  # in the dev extras, so CI runs this
+    from xlarank.features.gnn_train import GnnModel, GraphBatch
+
+    rng = np.random.default_rng(seed)
+    # Sizes around the padding buckets' edges (8, 16, 32, ...) and graphs without edges.
+    n = [1, 7, 8, 31][seed]
+    node_feat, opcode, edges = random_graph(rng, n)
+    edges = edges[:[0, 5, 24, 93][seed]]
+    weights = random_weights(seed)
+    batch = GraphBatch(raw=node_feat[:, NODE_INPUT_COLUMNS].astype(np.float64),
+                       opcode=opcode.astype(np.int64), consumers=edges[:, 0],
+                       producers=edges[:, 1], config_ids=None, choice=np.zeros((2, 1)),
+                       target=np.array([1.0, 2.0]))
+    model = GnnModel(weights, TILE_DIM, 0)
+    np.testing.assert_allclose(np.asarray(model.node_embeddings(batch)),
+                               node_embeddings(node_feat, opcode, edges, weights), atol=1e-12)
+
+
 @pytest.mark.parametrize("slug", ["layout-xla-random", "tile-xla"])
-def test_torch_model_computes_the_featurized_columns(tiny_data, tmp_path, slug):
-    pytest.importorskip("torch")  # in the dev extras, so CI runs this
+def test_training_network_computes_the_featurized_columns(tiny_data, tmp_path, slug):
+    pytest.importorskip("jax")
     from xlarank.features.gnn_train import GnnModel, graph_batch
 
     collection = get_collection(slug)
-    path = split_files(tiny_data, collection, "train")[0]
     weights = random_weights(11)
     save_weights(weights, tmp_path / "w.npz")
     spec = DEFAULT.with_gnn(str(tmp_path / "w.npz"))
-    batch = graph_batch(path, collection, spec.k, 10**9, np.random.default_rng(0))
     model = GnnModel(weights, len(gnn_column_names(collection.is_tile)), 0)
-    columns = model.columns(batch).detach().numpy()
-    block = featurize_graph(load_graph(path), spec)
-    np.testing.assert_allclose(columns, block[gnn_column_names(collection.is_tile)].to_numpy(),
-                               atol=1e-6)
+    for path in split_files(tiny_data, collection, "train")[:2]:
+        batch = graph_batch(path, collection, spec.k, 10**9, np.random.default_rng(0))
+        columns = np.asarray(model.columns(batch))
+        block = featurize_graph(load_graph(path), spec)
+        np.testing.assert_allclose(
+            columns, block[gnn_column_names(collection.is_tile)].to_numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("slug", ["layout-xla-random", "tile-xla"])
+def test_training_is_seeded_and_lowers_the_loss(tiny_data, slug):
+    pytest.importorskip("jax")
+    from xlarank.features.gnn_train import train_gnn_weights
+
+    collection = get_collection(slug)
+    files = split_files(tiny_data, collection, "train")
+    first, history = train_gnn_weights(files, collection, seed=3, epochs=6)
+    again, history_again = train_gnn_weights(files, collection, seed=3, epochs=6)
+    other, _ = train_gnn_weights(files, collection, seed=4, epochs=6)
+    assert history == history_again
+    for key in WEIGHT_SHAPES:
+        np.testing.assert_array_equal(first[key], again[key])
+        assert first[key].dtype == np.float64 and first[key].shape == WEIGHT_SHAPES[key]
+    assert not np.array_equal(first["feat_proj"], random_weights(3)["feat_proj"])
+    assert not np.array_equal(first["feat_proj"], other["feat_proj"])
+    assert len(history) == 6 and history[-1] < history[0]
+
+
+# Config counts padded inside training (to 64 and 16, the sizes the other tests compile for
+# these graphs): the padding must not reach the loss.
+@pytest.mark.parametrize(("slug", "n_configs"), [("layout-xla-random", 35), ("tile-xla", 13)])
+def test_first_training_loss_is_the_pairwise_loss_of_the_start_weights(tiny_data, slug,
+                                                                        n_configs):
+    pytest.importorskip("jax")
+    from xlarank.features.gnn_train import GnnModel, graph_batch, pairwise_loss, train_gnn_weights
+
+    collection = get_collection(slug)
+    path = split_files(tiny_data, collection, "train")[0]
+    _, history = train_gnn_weights([path], collection, seed=5, epochs=1,
+                                   configs_per_graph=n_configs)
+    batch = graph_batch(path, collection, 2, n_configs, np.random.default_rng(5))
+    assert len(batch.target) == n_configs
+    model = GnnModel(random_weights(5), len(gnn_column_names(collection.is_tile)), 5)
+    score = np.asarray(model.columns(batch)) @ np.asarray(model.score)
+    faster = batch.target[:, None] < batch.target[None, :]
+    expected = np.logaddexp(0.0, -(score[:, None] - score[None, :]))[faster].mean()
+    assert history[0] == pytest.approx(expected, abs=1e-12)
+    assert float(pairwise_loss(score, batch.target)) == pytest.approx(expected, abs=1e-12)
+    assert float(pairwise_loss(score, np.ones(n_configs))) == 0.0  # no pair to learn from
+
+
+def test_training_without_jax_says_what_to_install(tiny_data, monkeypatch):
+    from xlarank.errors import XlarankError
+    from xlarank.features.gnn_train import train_gnn_weights
+
+    monkeypatch.setitem(sys.modules, "jax", None)  # makes `import jax` fail
+    collection = get_collection("layout-xla-random")
+    with pytest.raises(XlarankError, match=r"jax: pip install 'xlarank\[gnn\]'"):
+        train_gnn_weights(split_files(tiny_data, collection, "train"), collection)
+
+
+def test_importing_xlarank_does_not_load_jax():
+    code = ("import sys, xlarank, xlarank.cli, xlarank.features.gnn_train; "
+            "assert 'jax' not in sys.modules, 'jax imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.gnn
 @pytest.mark.slow
 def test_gnn_train_cli_weights_train_and_travel_with_the_model(tiny_data, repo_specs, tmp_path):
-    pytest.importorskip("torch")
+    pytest.importorskip("jax")
     from typer.testing import CliRunner
 
     from xlarank.cli import app

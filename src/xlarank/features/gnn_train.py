@@ -1,17 +1,27 @@
-"""Training the gnn family's weights with a ranking loss (needs torch: ``xlarank[gnn]``).
+"""Training the gnn family's weights with a ranking loss (needs jax: ``xlarank[gnn]``).
 
-The torch model computes exactly what `xlarank.features.embedding` computes with numpy and
+The network here computes exactly what `xlarank.features.embedding` computes with numpy and
 Numba (same inputs, layers and joins), plus a linear score over the embedding columns that
 is used for training only. The loss is pairwise logistic over the configs sampled from each
-training graph: for every pair with different runtimes, softplus(-(s_fast - s_slow)).
-Only the network's weights are saved (`save_weights`); featurizing with them needs no torch.
+training graph: for every pair with different runtimes, softplus(-(s_fast - s_slow)),
+minimized with Adam (written out below, a few lines, rather than another dependency).
+Only the network's weights are saved (`save_weights`); featurizing with them needs no jax.
+
+jax is imported on first use, so neither ``import xlarank`` nor featurizing loads it. All
+of it runs in float64 under ``jax.enable_x64``, a thread-local context entered by each
+public function here, rather than the process-wide ``jax_enable_x64`` flag, which would
+change the dtypes of any other jax code in the process. Each graph's arrays are padded to
+power-of-two sizes (masked wherever it matters), so the compiled gradient is reused
+across graphs of similar size instead of being compiled again for every graph.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -30,35 +40,48 @@ from xlarank.features.embedding import (
 from xlarank.features.prune import prune_graph
 from xlarank.features.tables import tile_joined
 
+# Adam's usual defaults (torch.optim.Adam's, which trained these weights before the port
+# to jax: the same training, step for step).
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPS = 1e-8
 
-def _torch():
+
+def _jax():
     try:
-        import torch
+        import jax
     except ImportError:
-        raise XlarankError("training gnn weights needs torch: pip install 'xlarank[gnn]'") from None
-    return torch
+        raise XlarankError("training gnn weights needs jax: pip install 'xlarank[gnn]'") from None
+    return jax
+
+
+def _float64():
+    """A context in which jax computes in float64 (this thread only)."""
+    jax = _jax()
+    enable_x64 = getattr(jax, "enable_x64", None)
+    if enable_x64 is None:  # older jax (0.4.30, say) has it in jax.experimental only
+        from jax.experimental import enable_x64
+    return enable_x64(True)
 
 
 @dataclass
 class GraphBatch:
-    """One training graph as tensors: node inputs, edges, and sampled configs."""
+    """One training graph as numpy arrays: node inputs, edges, and sampled configs."""
 
-    raw: object        # float32 (n, len(NODE_INPUT_COLUMNS))
-    opcode: object     # int64 (n,)
-    consumers: object  # int64 (m,)
-    producers: object  # int64 (m,)
-    config_ids: object | None  # layout: int64 (nc,) configurable nodes of the pruned graph
-    choice: object     # layout: int64 (c, nc, 2) dimension ids + 1; tile: float (c, T)
-    target: object     # float64 (c,), smaller is faster
+    raw: np.ndarray        # float64 (n, len(NODE_INPUT_COLUMNS)) node_feat columns
+    opcode: np.ndarray     # int64 (n,)
+    consumers: np.ndarray  # int64 (m,)
+    producers: np.ndarray  # int64 (m,)
+    config_ids: np.ndarray | None  # layout: int64 (nc,) configurable nodes of the pruned graph
+    choice: np.ndarray     # layout: int64 (c, nc, 2) dimension ids + 1; tile: float64 (c, T)
+    target: np.ndarray     # float64 (c,), smaller is faster
 
 
 def graph_batch(path: Path, collection: Collection, k: int, configs_per_graph: int,
                 rng: np.random.Generator, allowed: np.ndarray | None = None
                 ) -> GraphBatch | None:
-    """Tensors of one graph with at most ``configs_per_graph`` configs sampled from
+    """Arrays of one graph with at most ``configs_per_graph`` configs sampled from
     ``allowed`` (config indices; all when None), or None when they hold fewer than two
     distinct runtimes."""
-    torch = _torch()
     # Layout configs are streamed, keeping only the sampled rows: a graph's whole config
     # tensor can be gigabytes.
     graph = load_graph(path, collection, configs=False)
@@ -71,20 +94,20 @@ def graph_batch(path: Path, collection: Collection, k: int, configs_per_graph: i
         return None
     if isinstance(graph, LayoutGraph):
         pruned, _ = prune_graph(graph, k)
-        choice = torch.as_tensor(sampled_layout_configs(graph, keep)[:, :, LAYOUT_POSITIONS]
-                                 .astype(np.int64) + 1)
-        config_ids = torch.as_tensor(pruned.node_config_ids.copy())
+        choice = (sampled_layout_configs(graph, keep)[:, :, LAYOUT_POSITIONS]
+                  .astype(np.int64) + 1)
+        config_ids = pruned.node_config_ids.astype(np.int64)
         source = pruned
     else:
-        choice = torch.as_tensor(tile_joined(graph, graph.config_feat[keep]) / 10.0,
-                                 dtype=torch.float64)
+        # Scaled in float32 before widening, as `embedding.tile_columns` scales it.
+        choice = (tile_joined(graph, graph.config_feat[keep]) / 10.0).astype(np.float64)
         config_ids, source = None, graph
     return GraphBatch(
-        raw=torch.as_tensor(source.node_feat[:, NODE_INPUT_COLUMNS], dtype=torch.float64),
-        opcode=torch.as_tensor(source.node_opcode.astype(np.int64)),
-        consumers=torch.as_tensor(source.edge_index[:, 0].copy()),
-        producers=torch.as_tensor(source.edge_index[:, 1].copy()),
-        config_ids=config_ids, choice=choice, target=torch.as_tensor(target))
+        raw=source.node_feat[:, NODE_INPUT_COLUMNS].astype(np.float64),
+        opcode=source.node_opcode.astype(np.int64),
+        consumers=source.edge_index[:, 0].astype(np.int64),
+        producers=source.edge_index[:, 1].astype(np.int64),
+        config_ids=config_ids, choice=choice, target=target)
 
 
 def sampled_layout_configs(graph: LayoutGraph, keep: np.ndarray) -> np.ndarray:
@@ -100,63 +123,160 @@ def sampled_layout_configs(graph: LayoutGraph, keep: np.ndarray) -> np.ndarray:
     return np.concatenate(parts)
 
 
+def _bucket(size: int) -> int:
+    return max(8, 1 << (size - 1).bit_length())
+
+
+def _padded(batch: GraphBatch) -> dict[str, np.ndarray]:
+    """The batch's arrays padded to power-of-two sizes N > n nodes, M >= m edges, C >= c
+    configs (and K >= nc configurable nodes), with masks of the real rows.
+
+    Padding edges join node n (a padding node) to itself, so no real node's messages or
+    counts change; padding configurable nodes point at node 0 and padding configs choose
+    row 0 of each table, both masked out of the joins and the loss.
+    """
+    n, m, c = len(batch.opcode), len(batch.consumers), len(batch.target)
+    big_n, big_m, big_c = _bucket(n + 1), _bucket(m), _bucket(c)
+    raw = np.zeros((big_n, batch.raw.shape[1]))
+    raw[:n] = batch.raw
+    arrays = {
+        "raw": raw,
+        "opcode": np.pad(batch.opcode, (0, big_n - n)),
+        "consumers": np.pad(batch.consumers, (0, big_m - m), constant_values=n),
+        "producers": np.pad(batch.producers, (0, big_m - m), constant_values=n),
+        "node_mask": np.arange(big_n) < n,
+        "target": np.pad(batch.target, (0, big_c - c)),
+        "config_mask": np.arange(big_c) < c,
+    }
+    if batch.config_ids is None:
+        arrays["choice"] = np.pad(batch.choice, ((0, big_c - c), (0, 0)))
+    else:
+        nc = len(batch.config_ids)
+        big_k = _bucket(nc)
+        arrays["config_ids"] = np.pad(batch.config_ids, (0, big_k - nc))
+        arrays["config_node_mask"] = np.arange(big_k) < nc
+        arrays["choice"] = np.pad(batch.choice, ((0, big_c - c), (0, big_k - nc), (0, 0)))
+    return arrays
+
+
+def _node_embeddings(net: dict, arrays: dict):
+    """float64 (N, HIDDEN): `embedding.node_embeddings` on the padded nodes, the messages
+    summed by segment_sum (padding rows hold values no real row reads)."""
+    import jax
+    import jax.numpy as jnp
+
+    raw = arrays["raw"]
+    x = jnp.sign(raw) * jnp.log1p(jnp.abs(raw)) / 10.0
+    h = jnp.tanh(net["opcode_embedding"][arrays["opcode"]] + x @ net["feat_proj"])
+    n = h.shape[0]
+    consumers, producers = arrays["consumers"], arrays["producers"]
+    ones = jnp.ones(consumers.shape[0])
+    # A node without operands (users) gets zero from that side: divide its zero sum by 1.
+    in_count = jnp.maximum(jax.ops.segment_sum(ones, consumers, n), 1.0)[:, None]
+    out_count = jnp.maximum(jax.ops.segment_sum(ones, producers, n), 1.0)[:, None]
+    for layer in range(N_LAYERS):
+        inbound = jax.ops.segment_sum(h[producers], consumers, n) / in_count
+        outbound = jax.ops.segment_sum(h[consumers], producers, n) / out_count
+        h = jnp.tanh(h @ net[f"self_{layer}"] + inbound @ net[f"in_{layer}"]
+                     + outbound @ net[f"out_{layer}"] + net[f"bias_{layer}"])
+    return h
+
+
+def _columns(net: dict, arrays: dict):
+    """float64 (C, n_columns): the gnn family's columns of the padded configs."""
+    import jax.numpy as jnp
+
+    h = _node_embeddings(net, arrays)
+    if "config_ids" not in arrays:
+        mask = arrays["node_mask"]
+        mean_h = jnp.where(mask[:, None], h, 0.0).sum(0) / mask.sum()
+        return jnp.tanh(arrays["choice"] @ net["tile_config"] + mean_h @ net["tile_graph"])
+    heads = jnp.tanh(h[arrays["config_ids"]] @ net["head"])          # (K, d)
+    table, choice = net["layout_table"], arrays["choice"]
+    mix = sum(table[q][choice[:, :, q]] for q in range(choice.shape[2]))
+    values = heads[None, :, :] * mix                                  # (C, K, d)
+    real = arrays["config_node_mask"][None, :, None]
+    nc = real.sum()
+    mean = jnp.where(real, values, 0.0).sum(1) / jnp.maximum(nc, 1)
+    # Zero, as layout_embedding_join gives, when the graph has no configurable node.
+    best = jnp.where(nc > 0, jnp.where(real, values, -jnp.inf).max(1), 0.0)
+    return jnp.concatenate([mean, best], axis=1)
+
+
+def _pairwise_loss(score, target, valid):
+    import jax
+    import jax.numpy as jnp
+
+    faster = (target[:, None] < target[None, :]) & valid[:, None] & valid[None, :]
+    diff = score[:, None] - score[None, :]
+    total = jnp.where(faster, jax.nn.softplus(-diff), 0.0).sum()
+    return total / jnp.maximum(faster.sum(), 1)
+
+
+def _loss(params: dict, arrays: dict):
+    score = _columns(params["net"], arrays) @ params["score"]
+    return _pairwise_loss(score, arrays["target"], arrays["config_mask"])
+
+
+def _adam_step(params: dict, grads: dict, moments: tuple, step, learning_rate):
+    """One bias-corrected Adam step; ``step`` counts from 1. Compiled apart from the
+    gradient: its shapes never change, so it is compiled once, while the gradient is
+    compiled for each padded size."""
+    import jax
+    import jax.numpy as jnp
+
+    beta1, beta2 = ADAM_BETAS
+    first = jax.tree.map(lambda m, g: beta1 * m + (1 - beta1) * g, moments[0], grads)
+    second = jax.tree.map(lambda v, g: beta2 * v + (1 - beta2) * g * g, moments[1], grads)
+    params = jax.tree.map(
+        lambda p, m, v: p - learning_rate * (m / (1 - beta1 ** step))
+        / (jnp.sqrt(v / (1 - beta2 ** step)) + ADAM_EPS), params, first, second)
+    return params, (first, second)
+
+
+@functools.cache
+def _compiled() -> SimpleNamespace:
+    jax = _jax()
+    return SimpleNamespace(embeddings=jax.jit(_node_embeddings), columns=jax.jit(_columns),
+                           loss_and_grads=jax.jit(jax.value_and_grad(_loss)),
+                           adam=jax.jit(_adam_step))
+
+
 class GnnModel:
-    """The network's parameters as float64 torch tensors keyed like WEIGHT_SHAPES, and a
-    training-only linear score."""
+    """The network's parameters as float64 jax arrays keyed like WEIGHT_SHAPES, and a
+    training-only linear score (n_columns,) drawn from ``seed``."""
 
     def __init__(self, start: GnnWeights, n_columns: int, seed: int):
-        torch = _torch()
-        self.torch = torch
-        self.params = {k: torch.tensor(start[k], dtype=torch.float64, requires_grad=True)
-                       for k in WEIGHT_SHAPES}
-        generator = torch.Generator().manual_seed(seed)
-        self.score = torch.randn(n_columns, generator=generator, dtype=torch.float64) * 0.1
-        self.score.requires_grad_(True)
-
-    def parameters(self) -> list:
-        return [*self.params.values(), self.score]
+        jax = _jax()
+        # numpy, not jax.random: its draws do not change between jax versions.
+        score = np.random.default_rng([seed, 0x5C0E]).normal(0.0, 0.1, n_columns)
+        with _float64():
+            self.params = {k: jax.numpy.asarray(start[k], dtype=np.float64)
+                           for k in WEIGHT_SHAPES}
+            self.score = jax.numpy.asarray(score)
 
     def node_embeddings(self, batch: GraphBatch):
-        torch, p = self.torch, self.params
-        x = torch.sign(batch.raw) * torch.log1p(batch.raw.abs()) / 10.0
-        h = torch.tanh(p["opcode_embedding"][batch.opcode] + x @ p["feat_proj"])
-        n = h.shape[0]
-        ones = torch.ones(len(batch.consumers), dtype=torch.float64)
-        in_count = torch.zeros(n, dtype=torch.float64).index_add(0, batch.consumers, ones)
-        out_count = torch.zeros(n, dtype=torch.float64).index_add(0, batch.producers, ones)
-        for layer in range(N_LAYERS):
-            inbound = torch.zeros_like(h).index_add(0, batch.consumers, h[batch.producers])
-            outbound = torch.zeros_like(h).index_add(0, batch.producers, h[batch.consumers])
-            inbound = inbound / in_count.clamp(min=1.0)[:, None]
-            outbound = outbound / out_count.clamp(min=1.0)[:, None]
-            h = torch.tanh(h @ p[f"self_{layer}"] + inbound @ p[f"in_{layer}"]
-                           + outbound @ p[f"out_{layer}"] + p[f"bias_{layer}"])
-        return h
+        """float64 (n, HIDDEN): the last layer for each node of the batch's graph."""
+        with _float64():
+            return _compiled().embeddings(self.params, _padded(batch))[:len(batch.opcode)]
 
     def columns(self, batch: GraphBatch):
-        """(c, n_columns): the gnn family's columns of the batch's configs."""
-        torch, p = self.torch, self.params
-        h = self.node_embeddings(batch)
-        if batch.config_ids is None:
-            return torch.tanh(batch.choice @ p["tile_config"] + h.mean(0) @ p["tile_graph"])
-        heads = torch.tanh(h[batch.config_ids] @ p["head"])          # (nc, d)
-        table = p["layout_table"]
-        mix = sum(table[q][batch.choice[:, :, q]] for q in range(batch.choice.shape[2]))
-        values = heads[None, :, :] * mix                              # (c, nc, d)
-        return torch.cat([values.mean(1), values.max(1).values], dim=1)
+        """float64 (c, n_columns): the gnn family's columns of the batch's configs."""
+        with _float64():
+            return _compiled().columns(self.params, _padded(batch))[:len(batch.target)]
 
     def weights(self) -> GnnWeights:
-        return GnnWeights({k: v.detach().numpy().copy() for k, v in self.params.items()})
+        return GnnWeights({k: np.array(v, dtype=np.float64) for k, v in self.params.items()})
 
 
 def pairwise_loss(score, target):
-    """Mean softplus(-(s_i - s_j)) over pairs where config i is faster than config j."""
-    torch = _torch()
-    faster = target[:, None] < target[None, :]
-    if not bool(faster.any()):
-        return score.sum() * 0.0
-    diff = score[:, None] - score[None, :]
-    return torch.nn.functional.softplus(-diff[faster]).mean()
+    """Mean softplus(-(s_i - s_j)) over pairs where config i is faster than config j (zero
+    when there is none); score and target (c,)."""
+    import jax.numpy as jnp
+
+    with _float64():
+        target = jnp.asarray(target)
+        return _pairwise_loss(jnp.asarray(score), target, jnp.ones(target.shape, dtype=bool))
 
 
 def train_gnn_weights(files: list[Path], collection: Collection, k: int = 2, seed: int = 0,
@@ -166,9 +286,8 @@ def train_gnn_weights(files: list[Path], collection: Collection, k: int = 2, see
                       ) -> tuple[GnnWeights, list[float]]:
     """Weights trained from random:SEED on the files' graphs (each file's configs sampled
     once, from ``allowed[file]`` when given); returns them and the mean training loss of
-    each epoch."""
-    torch = _torch()
-    torch.manual_seed(seed)
+    each epoch. The same arguments give the same weights."""
+    jax = _jax()
     rng = np.random.default_rng(seed)
     batches = [b for b in (graph_batch(f, collection, k, configs_per_graph, rng,
                                        None if allowed is None else allowed.get(f))
@@ -177,19 +296,24 @@ def train_gnn_weights(files: list[Path], collection: Collection, k: int = 2, see
         raise XlarankError("no training graph has two configs with different runtimes")
     n_columns = len(gnn_column_names(collection.is_tile))
     model = GnnModel(random_weights(seed), n_columns, seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+    compiled = _compiled()
     history = []
-    for epoch in range(epochs):
-        losses = []
-        for index in rng.permutation(len(batches)):
-            batch = batches[index]
-            optimizer.zero_grad()
-            score = model.columns(batch) @ model.score
-            loss = pairwise_loss(score, batch.target)
-            loss.backward()
-            optimizer.step()
-            losses.append(float(loss.detach()))
-        history.append(float(np.mean(losses)))
-        if on_epoch is not None:
-            on_epoch(epoch, history[-1])
+    with _float64():
+        padded = [jax.device_put(_padded(b)) for b in batches]
+        params = {"net": model.params, "score": model.score}
+        zeros = jax.tree.map(jax.numpy.zeros_like, params)
+        moments = (zeros, zeros)
+        step = 0
+        for epoch in range(epochs):
+            losses = []
+            for index in rng.permutation(len(padded)):
+                step += 1
+                loss, grads = compiled.loss_and_grads(params, padded[index])
+                params, moments = compiled.adam(params, grads, moments, float(step),
+                                                learning_rate)
+                losses.append(float(loss))
+            history.append(float(np.mean(losses)))
+            if on_epoch is not None:
+                on_epoch(epoch, history[-1])
+    model.params, model.score = params["net"], params["score"]
     return model.weights(), history
