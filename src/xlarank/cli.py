@@ -221,8 +221,8 @@ def gnn_train(
                                    "feature spec's k.")] = 2,
     seed: Annotated[int, typer.Option(help="Seed of the start weights and sampling.")] = 0,
 ) -> None:
-    """Train the gnn family's weights with a pairwise ranking loss (needs torch:
-    pip install 'xlarank[gnn]'); featurize with them by --gnn-weights, without torch."""
+    """Train the gnn family's weights with a pairwise ranking loss (needs jax:
+    pip install 'xlarank[gnn]'); featurize with them by --gnn-weights, without jax."""
     from xlarank.features.embedding import save_weights
     from xlarank.features.gnn_train import train_gnn_weights
 
