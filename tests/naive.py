@@ -276,3 +276,126 @@ def layout_embedding_join(configs, heads, tables, positions) -> np.ndarray:
         return np.zeros((len(configs), 2 * heads.shape[1]))
     grouped = pd.DataFrame(rows).groupby("config")
     return np.hstack([grouped.mean().to_numpy(), grouped.max().to_numpy()])
+
+
+# ---------------------------------------------------------------- graph_metrics (networkx)
+
+
+def data_flow_digraph(edges: np.ndarray, n_nodes: int):
+    """networkx DiGraph of the data flow: an edge producer -> consumer per [consumer,
+    producer] row (duplicates merged)."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(n_nodes))
+    graph.add_edges_from((int(p), int(c)) for c, p in edges)
+    return graph
+
+
+def topological_levels(edges: np.ndarray, n_nodes: int) -> np.ndarray:
+    """int64 (n,): each node's topological generation (networkx), which is its longest
+    path from an input, in edges."""
+    import networkx as nx
+
+    level = np.empty(n_nodes, dtype=np.int64)
+    for depth, nodes in enumerate(nx.topological_generations(data_flow_digraph(edges,
+                                                                                n_nodes))):
+        level[list(nodes)] = depth
+    return level
+
+
+def heaviest_path(edges: np.ndarray, n_nodes: int, weights: np.ndarray) -> np.ndarray:
+    """float64 (k,): the heaviest path of the DAG for node weights (n, k) of whole
+    non-negative numbers, paths compared column by column.
+
+    networkx's dag_longest_path_length on the data flow plus a source feeding every node,
+    each edge weighing its head node's weights packed into one Python int: column j in
+    base (its total + 1), so packed sums compare as the columns do and never carry.
+    """
+    import networkx as nx
+
+    rows = [[int(round(x)) for x in row] for row in weights]
+    k = weights.shape[1]
+    bases = [sum(row[j] for row in rows) + 1 for j in range(k)]
+
+    def pack(row):
+        value = 0
+        for j in range(k):
+            value = value * bases[j] + row[j]
+        return value
+
+    graph = data_flow_digraph(edges, n_nodes)
+    for _, consumer, data in graph.edges(data=True):
+        data["weight"] = pack(rows[consumer])
+    graph.add_edges_from((n_nodes, v, {"weight": pack(rows[v])}) for v in range(n_nodes))
+    value = nx.dag_longest_path_length(graph)
+    out = []
+    for j in reversed(range(k)):
+        value, digit = divmod(value, bases[j])
+        out.append(digit)
+    return np.array(out[::-1], dtype=np.float64)
+
+
+def betweenness(edges: np.ndarray, n_nodes: int, sources=None) -> np.ndarray:
+    """float64 (n,): directed betweenness (networkx, unnormalised) of the graph with an
+    edge per row of edges (duplicates merged), summed over pairs whose source is in
+    sources (all nodes if None)."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(n_nodes))
+    graph.add_edges_from(map(tuple, edges.tolist()))
+    if sources is None:
+        found = nx.betweenness_centrality(graph, normalized=False)
+    else:
+        found = nx.betweenness_centrality_subset(graph, [int(s) for s in sources],
+                                                 list(graph), normalized=False)
+    return np.array([found[v] for v in range(n_nodes)], dtype=np.float64)
+
+
+def graph_metrics(edges, n_nodes, opcode, nbytes, layout_ops, config_ids=None, k=2,
+                  pruned_betweenness=None) -> np.ndarray:
+    """The graph_metrics family's values with networkx: per graph, then (config_ids given)
+    per configurable node pooled. pruned_betweenness: the configurable nodes' betweenness
+    if already known, else networkx on the k-hop pruned graph."""
+    import networkx as nx
+
+    flow = data_flow_digraph(edges, n_nodes)
+    multi = nx.MultiDiGraph()
+    multi.add_nodes_from(range(n_nodes))
+    multi.add_edges_from((int(p), int(c)) for c, p in edges)
+    level = topological_levels(edges, n_nodes)
+    longest = int(level.max()) + 1
+    widths = np.bincount(level).astype(np.float64)
+    heaviest = heaviest_path(edges, n_nodes, nbytes[:, None])[0]
+    layout = np.isin(opcode, layout_ops).astype(np.float64)
+    _, lp_ops, lp_bytes = heaviest_path(
+        edges, n_nodes, np.stack([np.ones(n_nodes), layout, layout * nbytes], axis=1))
+    in_deg = np.array([multi.in_degree(v) for v in range(n_nodes)], dtype=np.float64)
+    out_deg = np.array([multi.out_degree(v) for v in range(n_nodes)], dtype=np.float64)
+    values = [math.log1p(longest), math.log1p(heaviest), longest / n_nodes,
+              math.log1p(widths.max()), math.log1p(widths.mean()),
+              math.log1p(np.quantile(widths, 0.5)), math.log1p(np.quantile(widths, 0.9)),
+              in_deg.mean(), math.log1p(in_deg.max()), in_deg.std(),
+              math.log1p(out_deg.max()), out_deg.std(), (in_deg == 0).mean(),
+              (out_deg == 0).mean(), lp_ops, lp_ops / longest, math.log1p(lp_bytes)]
+    if config_ids is None:
+        return np.array(values)
+    if len(config_ids) == 0:
+        return np.array(values + [0.0] * 9)
+    ids = [int(i) for i in config_ids]
+    height = topological_levels(edges[:, ::-1], n_nodes)
+    span = longest - 1
+    depth_c = level[ids] / max(span, 1)
+    height_c = height[ids] / max(span, 1)
+    critical = np.mean([level[v] + height[v] == span for v in ids])
+    if pruned_betweenness is None:
+        kept = np.flatnonzero(khop_union(edges, n_nodes, ids, k))
+        sub = nx.DiGraph(flow.subgraph(kept.tolist()))
+        n_kept = len(kept)
+        found = nx.betweenness_centrality(sub, normalized=False)
+        pruned_betweenness = np.array([found[v] for v in ids]) / max(
+            1.0, (n_kept - 1.0) * (n_kept - 2.0))
+    return np.array(values + [depth_c.mean(), depth_c.min(), depth_c.max(), height_c.mean(),
+                              height_c.min(), height_c.max(), critical,
+                              pruned_betweenness.mean(), pruned_betweenness.max()])
