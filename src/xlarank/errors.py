@@ -33,3 +33,8 @@ class SpecError(XlarankError):
 class MismatchError(XlarankError):
     """Artifacts that do not belong together: a model and a frame of another feature spec,
     another collection, or a frame without runtimes given to training."""
+
+
+class BadModelError(XlarankError):
+    """A saved model whose card or booster file is missing, malformed or altered since it
+    was saved."""
