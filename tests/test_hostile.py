@@ -6,16 +6,28 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
 import shutil
+import stat
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from conftest import small
+from xlarank.atomic import (
+    _umask,
+    atomic_dir,
+    atomic_path,
+    check_output,
+    output_lock,
+    write_text_atomic,
+)
 from xlarank.cli import app
 from xlarank.data.collections import get_collection, split_files
-from xlarank.errors import BadModelError
+from xlarank.errors import BadModelError, SpecError, XlarankError
 from xlarank.features import load_feature_spec
 from xlarank.featurize import featurize_files
 from xlarank.frame import read_frame
@@ -37,7 +49,6 @@ def one_error_line(result, *needles: str) -> None:
     assert result.exit_code == 2, (result.output, result.exception)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
-    print("MSG", lines[0])
     for needle in needles:
         assert needle in lines[0], lines[0]
 
@@ -175,3 +186,236 @@ def test_saved_models_still_load_and_score(models, tile_frames):
     table, _ = read_frame(tile_frames["default"])
     for kind in ("lightgbm", "ensemble"):
         assert len(load_model(models[kind]).predict(table)) == len(table)
+
+
+# ---------------------------------------------------------------- output paths
+
+def special(kind: str, path: Path) -> Path:
+    """Make an output path of a kind that must not be written over."""
+    if kind == "symlink to stdout":
+        path.symlink_to("/proc/self/fd/1")
+    elif kind == "symlink to a file":
+        (path.parent / "target").write_text("keep me")
+        path.symlink_to(path.parent / "target")
+    elif kind == "FIFO":
+        os.mkfifo(path)
+    elif kind == "device":
+        if os.geteuid() != 0:
+            pytest.skip("making a device node needs root")
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # a /dev/null twin
+    elif kind == "folder":
+        path.mkdir()
+        (path / "inside").write_text("keep me")
+    elif kind == "file":
+        path.write_text("keep me")
+    elif kind == "under a file":
+        path.parent.mkdir(exist_ok=True)
+        (path.parent / "plain").write_text("keep me")
+        return path.parent / "plain" / "below"
+    return path
+
+
+def snapshot(path: Path):
+    """What is at path, to show it was left alone: its lstat mode and any content."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISDIR(mode):
+        return mode, sorted(p.name for p in path.iterdir())
+    return mode, path.read_text() if stat.S_ISREG(mode) else None
+
+
+FILE_REFUSED = ["symlink to stdout", "symlink to a file", "FIFO", "device", "folder",
+                "under a file"]
+DIR_REFUSED = ["symlink to stdout", "symlink to a file", "FIFO", "device", "file",
+               "under a file"]
+
+
+@pytest.mark.parametrize("kind", FILE_REFUSED)
+def test_check_output_refuses_file_outputs(tmp_path, kind):
+    path = special(kind, tmp_path / "out.csv")
+    before = snapshot(path)
+    with pytest.raises(XlarankError, match=re.escape(str(path))):
+        check_output(path, "file")
+    with pytest.raises(XlarankError), atomic_path(path) as tmp:
+        tmp.write_text("new")
+    assert snapshot(path) == before
+
+
+@pytest.mark.parametrize("kind", DIR_REFUSED)
+def test_check_output_refuses_dir_outputs(tmp_path, kind):
+    path = special(kind, tmp_path / "model")
+    before = snapshot(path)
+    with pytest.raises(XlarankError):
+        check_output(path, "dir")
+    with pytest.raises(XlarankError), atomic_dir(path) as tmp:
+        (tmp / "x").write_text("new")
+    assert snapshot(path) == before
+
+
+def test_check_output_accepts_new_and_existing_plain_outputs(tmp_path):
+    (tmp_path / "old.csv").write_text("x")
+    (tmp_path / "olddir").mkdir()
+    for path, kind in ((tmp_path / "new.csv", "file"), (tmp_path / "old.csv", "file"),
+                       (tmp_path / "a" / "b" / "new", "dir"), (tmp_path / "olddir", "dir")):
+        assert check_output(path, kind) == path
+
+
+@pytest.fixture
+def cli_outputs(models, tile_frames, tiny_data, spec_dir, tmp_path):
+    """Each writing command's arguments, with OUT where its output path goes."""
+    tile_test = split_files(tiny_data, TILE, "test")
+    measured = tmp_path / "measured.csv"
+    measured.write_text("config_index,runtime\n0,5\n1,7\n")
+    return {
+        "score": (["score", *tile_test, "--models", models["lightgbm"], "--out"], "file"),
+        "featurize": (["featurize", tiny_data, "--collection", "tile-xla", "--split",
+                       "train", "--out"], "file"),
+        "evaluate": (["evaluate", tile_frames["default"], "--model", models["lightgbm"],
+                      "--out"], "file"),
+        "rank-graph": (["rank-graph", tile_test[0], "--measured", measured, "--out"], "file"),
+        "submit": (["submit", tiny_data, "--models", models["lightgbm"], "--out"], "file"),
+        "train": (["train", tile_frames["default"], "--spec", spec_dir / "lgbm.toml",
+                   "--out"], "dir"),
+        "report": (["report", tile_frames["default"], "--model", models["lightgbm"],
+                    "--out"], "dir"),
+    }
+
+
+@pytest.mark.parametrize("kind", ["symlink to stdout", "FIFO", "device", "folder/file",
+                                  "under a file"])
+@pytest.mark.parametrize("command", ["score", "featurize", "evaluate", "rank-graph", "submit",
+                                     "train", "report"])
+def test_commands_refuse_special_outputs_before_work(cli_outputs, tmp_path, monkeypatch,
+                                                     command, kind):
+    args, out_kind = cli_outputs[command]
+    if kind == "folder/file":
+        kind = "folder" if out_kind == "file" else "file"
+    out = special(kind, tmp_path / "out")
+    before = snapshot(out)
+    # The check comes before the work: a command that trains or scores has failed it.
+    monkeypatch.setattr("xlarank.rank.train.train_ranker", refuse_work)
+    monkeypatch.setattr("xlarank.score.featurize_graph", refuse_work)
+    one_error_line(run(*args, out), str(out))
+    assert snapshot(out) == before
+    assert not list(tmp_path.glob(".out*")), "no temporary or parts folder left behind"
+
+
+def refuse_work(*args, **kwargs):
+    raise AssertionError("work started before the output was checked")
+
+
+@pytest.mark.parametrize("command", ["score", "featurize", "evaluate", "train", "report"])
+def test_read_only_output_folder_fails_before_work(cli_outputs, tmp_path, monkeypatch,
+                                                    command):
+    """root writes anywhere, so the read-only folder is what access() says of it."""
+    args, _ = cli_outputs[command]
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    real_access = os.access
+    monkeypatch.setattr("xlarank.atomic.os.access",
+                        lambda path, mode, **kw: False if Path(path) == folder
+                        else real_access(path, mode, **kw))
+    monkeypatch.setattr("xlarank.rank.train.train_ranker", refuse_work)
+    monkeypatch.setattr("xlarank.score.featurize_graph", refuse_work)
+    one_error_line(run(*args, folder / "out"), "cannot write in", str(folder))
+
+
+def test_umask_is_honoured(tmp_path):
+    old = os.umask(0o027)
+    try:
+        with atomic_path(tmp_path / "f.csv") as tmp:
+            tmp.write_text("x")
+        with atomic_dir(tmp_path / "d") as tmp:
+            (tmp / "x").write_text("x")
+        os.umask(0o002)
+        write_text_atomic(tmp_path / "g.txt", "x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "f.csv").stat().st_mode) == 0o640
+    assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o750
+    assert stat.S_IMODE((tmp_path / "g.txt").stat().st_mode) == 0o664
+
+
+def test_saved_model_is_readable_by_others(models):
+    """Models used to be 0700 folders of 0600 files whatever the umask."""
+    assert stat.S_IMODE(models["lightgbm"].stat().st_mode) & 0o055 == 0o055 & ~_umask()
+
+
+def test_leftovers_of_killed_runs_are_removed_by_the_next(models, tmp_path):
+    model = copy_model(models, "lightgbm", tmp_path)
+    leftovers = [tmp_path / ".lightgbm.k1l2.part", tmp_path / ".lightgbm.x9y8.old"]
+    for folder in leftovers:
+        (folder / "lightgbm").mkdir(parents=True)
+        (folder / "lightgbm" / "model.txt").write_text("half")
+    (tmp_path / ".lightgbm.file.part").write_text("half")
+    other = tmp_path / ".other.abc.part"
+    other.mkdir()
+    load_model(model).save(model)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.abc.part", "lightgbm"]
+    frame = tmp_path / "f.csv"
+    (tmp_path / ".f.csv.zz.part").write_text("half")
+    write_text_atomic(frame, "x")
+    assert not list(tmp_path.glob(".f.csv*"))
+
+
+def test_second_featurize_on_one_frame_fails_cleanly(tiny_data, repo_specs, tmp_path):
+    out = tmp_path / "f.parquet"
+    spec = load_feature_spec(repo_specs.features("default"))
+    files = split_files(tiny_data, TILE, "train")
+    with output_lock(out), pytest.raises(XlarankError, match="another xlarank run"):
+        featurize_files(files, out, TILE, "train", spec)
+    assert not out.exists()
+    # The lock goes with its run; one left by a killed run holds nothing.
+    assert not list(tmp_path.glob(".f.parquet.lock"))
+    (tmp_path / ".f.parquet.lock").write_text("")
+    featurize_files(files, out, TILE, "train", spec)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".f.parts", "f.parquet"]
+
+
+def test_concurrent_featurize_runs_never_crash(tiny_data, repo_specs, tmp_path):
+    out = tmp_path / "f.parquet"
+    spec = load_feature_spec(repo_specs.features("default"))
+    files = split_files(tiny_data, TILE, "train")
+
+    def one_run():
+        try:
+            return featurize_files(files, out, TILE, "train", spec)[0]
+        except XlarankError as exc:
+            assert "another xlarank run" in str(exc)
+            return None
+
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: one_run(), range(3)))
+    assert any(r is not None for r in results)
+    assert read_frame(out)[0].shape[0] == next(r for r in results if r is not None)
+
+
+@pytest.mark.parametrize("name", ["../../evil", "/tmp/evil", "..", ".hidden", "a/b", "a\\\\b",
+                                  "", 5, "x" * 101])
+def test_feature_spec_name_must_be_plain(tmp_path, name):
+    spec = tmp_path / "s.toml"
+    spec.write_text(f"name = {json.dumps(name)}\nfamilies = [\"graph\"]\n")
+    with pytest.raises(SpecError, match="plain name"):
+        load_feature_spec(spec)
+
+
+def test_plain_feature_spec_names_pass(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('name = "my-spec_2.1"\nfamilies = ["graph"]\n')
+    assert load_feature_spec(spec).name == "my-spec_2.1"
+
+
+@pytest.mark.parametrize("command", ["train", "report"])
+def test_folder_xlarank_did_not_write_is_not_replaced(cli_outputs, tmp_path, monkeypatch,
+                                                      command):
+    """train --out ~/Documents used to replace the folder whole."""
+    args, _ = cli_outputs[command]
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("years of work")
+    monkeypatch.setattr("xlarank.rank.train.train_ranker", refuse_work)
+    one_error_line(run(*args, folder), "xlarank did not write it")
+    assert (folder / "thesis.tex").read_text() == "years of work"

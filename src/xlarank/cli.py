@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from xlarank import __version__
+from xlarank.atomic import check_output
 from xlarank.data.collections import get_collection, split_files
 from xlarank.errors import XlarankError
 
@@ -205,6 +206,7 @@ def gnn_train(
     from xlarank.features.gnn_train import train_gnn_weights
 
     with _user_errors():
+        check_output(out)
         chosen = get_collection(collection)
         files = split_files(data, chosen, "train")
         if not files:
@@ -408,6 +410,7 @@ def rank_graph(
     from xlarank.rank.ingraph import read_measured
 
     with _user_errors():
+        check_output(out_csv)
         ranked = rank_one_graph(graph, read_measured(measured), prior=prior, seed=seed,
                                 threads=threads)
         with atomic_path(out_csv) as tmp:

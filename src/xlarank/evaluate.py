@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from xlarank.atomic import atomic_path
+from xlarank.atomic import atomic_path, check_output
 from xlarank.data.collections import COLLECTIONS
 from xlarank.errors import MismatchError, XlarankError
 from xlarank.files import read_structured
@@ -152,6 +152,8 @@ def compare_runs(folder: str | Path, out: str | Path | None = None) -> pd.DataFr
         No summary file under ``folder``.
     """
     folder = Path(folder)
+    if out is not None:
+        check_output(out)
     records = [json.loads(p.read_text()) for p in sorted(folder.rglob("*" + SUMMARY_SUFFIX))]
     if not records:
         raise XlarankError(f"{folder}: no *{SUMMARY_SUFFIX} (run 'xlarank evaluate --out')")

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from xlarank.atomic import atomic_path, write_text_atomic
+from xlarank.atomic import atomic_path, check_output, write_text_atomic
 from xlarank.data.collections import COLLECTIONS, Collection, get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.engine import map_ordered
@@ -123,6 +123,7 @@ def score_files(paths: Iterable[str | Path], models: str | Path, out: str | Path
     One task per file on the chosen engine; rows follow the input order.
     Returns (rows, skipped files' errors).
     """
+    check_output(out)
     models = str(Path(models).resolve())
     stamp = _models_stamp(models)
     _cached_rankers(models, stamp)  # fail here, once, if the models are missing or mismatched
@@ -151,6 +152,7 @@ def write_submission(data_root: str | Path, rankers: dict[str, Model], out: str 
     Tile lists its 5 best configs, layout the full order. Every collection must have a
     model and test files. Returns the number of IDs written.
     """
+    check_output(out)
     missing = [c.id for c in COLLECTIONS if c.id not in rankers]
     if missing:
         raise XlarankError(f"no model for collection(s) {', '.join(missing)}")
@@ -213,6 +215,9 @@ def evaluate_model(frame_path: str | Path, model_dir: str | Path | None, seed: i
         collection.
     """
     frame_path = Path(frame_path)
+    if out is not None:
+        check_output(out)
+        check_output(Path(out).with_suffix(SUMMARY_SUFFIX))
     table, meta = read_frame(frame_path)
     is_tile = get_collection(meta.collection).is_tile
     if model_dir is not None:
