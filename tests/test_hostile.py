@@ -11,11 +11,13 @@ import os
 import re
 import shutil
 import stat
+import warnings
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -32,7 +34,8 @@ from xlarank.cli import app
 from xlarank.data.collections import get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.errors import BadGraphError, BadModelError, SpecError, XlarankError
-from xlarank.features import load_feature_spec
+from xlarank.features import featurize_graph, load_feature_spec
+from xlarank.features.build import group_median_int
 from xlarank.featurize import featurize_files
 from xlarank.frame import read_frame, read_meta
 from xlarank.rank.ensemble import Ensemble, ensemble_card
@@ -515,3 +518,103 @@ def test_bad_input_file_is_listed_as_skipped_by_score(tiny_data, tmp_path, model
     assert result.exit_code == 0, result.stderr
     assert "skipped" in result.stderr and fault in result.stderr
     assert f"scored {len(files) - 1} files" in result.stdout
+
+
+# ---------------------------------------------------------------- numbers
+
+def tile_arrays(tiny_data: Path) -> dict[str, np.ndarray]:
+    source = sorted((tiny_data / "npz/tile/xla/train").glob("*.npz"))[0]
+    return {k: v.copy() for k, v in np.load(source).items()}
+
+
+def write_tile(arrays: dict, tmp_path: Path, name: str = "g") -> Path:
+    path = tmp_path / "npz/tile/xla/train" / f"{name}.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **arrays)
+    return path
+
+
+@pytest.mark.parametrize("runtimes, median", [
+    ([2**63 - 1, 2**63 - 1], 2**63 - 1),
+    ([2**63 - 1, 2**63 - 4], 2**63 - 2),  # halfway: to even, as np.round
+    ([2**63 - 1, 5, 2**63 - 3], 2**63 - 3),
+    ([2**53 + 1, 2**53 + 1], 2**53 + 1),  # past float64's exact integers
+    ([7, 8], 8),
+    ([9, 10], 10),
+    ([3, 3, 4, 4], 4),
+])
+def test_dedup_median_of_huge_runtimes_is_exact(tiny_data, tmp_path, repo_specs, runtimes,
+                                                median):
+    arrays = tile_arrays(tiny_data)
+    n = len(runtimes)
+    arrays["config_feat"][:n] = arrays["config_feat"][0]
+    arrays["config_runtime"][:n] = runtimes
+    arrays["config_runtime_normalizers"][:] = 1
+    spec = load_feature_spec(repo_specs.features("default"))
+    block = featurize_graph(load_graph(write_tile(arrays, tmp_path)), spec, dedup=True)
+    first = block[block["config_index"] == 0]
+    assert first["runtime"].tolist() == [median]
+    assert (block["runtime"] >= 0).all()
+
+
+def test_group_median_int_matches_pandas_on_small_numbers():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(1, 30))
+        values, groups = rng.integers(0, 50, n), rng.integers(0, 6, n)
+        expected = np.round(pd.Series(values).groupby(groups).median().to_numpy())
+        assert (group_median_int(values, groups) == expected).all()
+
+
+@pytest.mark.parametrize("key, column", [("config_feat", c) for c in (0, 6, 7, 8, 15, 23)]
+                         + [("node_feat", c) for c in (0, 13, 27, 60, 100, 139)])
+@pytest.mark.parametrize("value", [3e38, -3e38])
+def test_extreme_feature_values_give_finite_features_and_no_warnings(
+        tiny_data, tmp_path, repo_specs, key, column, value):
+    arrays = tile_arrays(tiny_data)
+    arrays[key][:2, column] = value
+    path = write_tile(arrays, tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            graph = load_graph(path)
+        except BadGraphError:
+            return  # refused as out of range: also fine
+        for name in ("default", "baseline"):
+            block = featurize_graph(graph, load_feature_spec(repo_specs.features(name)))
+            assert np.isfinite(block.iloc[:, 4:].to_numpy(dtype=np.float64)).all()
+
+
+def flat_frame(tiny_data, tmp_path, repo_specs, flat_graphs: int) -> Path:
+    """A tile train frame of 3 graphs; ``flat_graphs`` of them have all-equal runtimes."""
+    arrays = tile_arrays(tiny_data)
+    for i in range(3):
+        graph = {k: v.copy() for k, v in arrays.items()}
+        if i < flat_graphs:
+            graph["config_runtime"][:] = 1000
+            graph["config_runtime_normalizers"][:] = 1000
+        write_tile(graph, tmp_path, f"g{i}")
+    out = tmp_path / "flat.parquet"
+    featurize_files(sorted((tmp_path / "npz/tile/xla/train").glob("*.npz")), out, TILE,
+                    "train", load_feature_spec(repo_specs.features("default")))
+    return out
+
+
+def test_frame_with_no_ranking_to_learn_is_refused(tiny_data, tmp_path, repo_specs,
+                                                   spec_dir):
+    """LightGBM failed 'Check failed: (num_data) > (0)' on such a frame (the real tile
+    train sample is one)."""
+    frame = flat_frame(tiny_data, tmp_path, repo_specs, 3)
+    one_error_line(run("train", frame, "--spec", spec_dir / "lgbm.toml", "--out",
+                       tmp_path / "m"), "no ranking to learn")
+    assert not (tmp_path / "m").exists()
+
+
+def test_frame_with_some_flat_graphs_trains_with_a_warning(tiny_data, tmp_path, repo_specs,
+                                                           spec_dir):
+    frame = flat_frame(tiny_data, tmp_path, repo_specs, 2)
+    result = run("train", frame, "--spec", spec_dir / "lgbm.toml", "--out", tmp_path / "m")
+    assert result.exit_code == 0, result.stderr
+    assert ("warning: 2 of 3 training graphs have one distinct config or all-equal "
+            "runtimes") in result.stderr
+    assert "Traceback" not in result.stderr and "UserWarning" not in result.stderr

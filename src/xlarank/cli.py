@@ -14,6 +14,7 @@ every `XlarankError` becomes one ``error:`` line on stderr and exit code 2. The 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +29,7 @@ from rich.table import Table
 from xlarank import __version__
 from xlarank.atomic import check_output
 from xlarank.data.collections import get_collection, split_files
-from xlarank.errors import XlarankError
+from xlarank.errors import XlarankError, XlarankWarning
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Rank XLA compiler configurations (TpuGraphs) by predicted runtime.")
@@ -50,6 +51,7 @@ def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say more.")] = False,
 ) -> None:
     ctx.obj = {"verbose": verbose}
+    warnings.showwarning = _show_warning
 
 
 @contextmanager
@@ -86,6 +88,17 @@ def _show_skipped(lines: Iterable[str]) -> None:
     for line in lines:
         err_console.print(f"[yellow]skipped[/yellow] {escape(line)}", highlight=False,
                           soft_wrap=True)
+
+
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, *args, **kwargs) -> None:
+    """xlarank's own warnings as one ``warning:`` line; others as Python shows them."""
+    if not issubclass(category, XlarankWarning):
+        return _python_showwarning(message, category, *args, **kwargs)
+    err_console.print(f"[yellow]warning:[/yellow] {escape(str(message))}", highlight=False,
+                      soft_wrap=True)
 
 
 def _show_table(title: str, columns: Sequence[tuple[str, str]],

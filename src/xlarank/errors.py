@@ -38,3 +38,8 @@ class MismatchError(XlarankError):
 class BadModelError(XlarankError):
     """A saved model whose card or booster file is missing, malformed or altered since it
     was saved."""
+
+
+class XlarankWarning(UserWarning):
+    """A result that is legal but dubious (a degenerate training frame, a partial
+    submission); the CLI shows it as one ``warning:`` line."""
