@@ -31,9 +31,15 @@ from xlarank.atomic import (
     write_text_atomic,
 )
 from xlarank.cli import app
-from xlarank.data.collections import get_collection, split_files
+from xlarank.data.collections import COLLECTIONS, get_collection, split_files
 from xlarank.data.graph import load_graph
-from xlarank.errors import BadGraphError, BadModelError, SpecError, XlarankError
+from xlarank.errors import (
+    BadGraphError,
+    BadModelError,
+    SpecError,
+    XlarankError,
+    XlarankWarning,
+)
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.features.build import group_median_int
 from xlarank.featurize import featurize_files
@@ -42,6 +48,7 @@ from xlarank.rank.ensemble import Ensemble, ensemble_card
 from xlarank.rank.model import load_model
 from xlarank.rank.spec import load_ranker_spec
 from xlarank.rank.train import train_ranker
+from xlarank.score import score_files, write_submission
 
 TILE = get_collection("tile-xla")
 runner = CliRunner()
@@ -618,3 +625,41 @@ def test_frame_with_some_flat_graphs_trains_with_a_warning(tiny_data, tmp_path, 
     assert ("warning: 2 of 3 training graphs have one distinct config or all-equal "
             "runtimes") in result.stderr
     assert "Traceback" not in result.stderr and "UserWarning" not in result.stderr
+
+
+# ---------------------------------------------------------------- options and folders
+
+@pytest.mark.parametrize("top", ["0", "-3"])
+def test_score_top_must_be_at_least_one(tiny_data, models, tmp_path, top):
+    files = split_files(tiny_data, TILE, "test")
+    result = run("score", *files, "--models", models["lightgbm"], "--out", tmp_path / "s.csv",
+                 "--top", top)
+    assert result.exit_code == 2 and "--top" in result.stderr
+    with pytest.raises(XlarankError, match="at least 1"):
+        score_files(files, models["lightgbm"], tmp_path / "s.csv", top=int(top))
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_partial_submission_warns_how_many_ids_are_missing(tiny_data, tmp_path, monkeypatch):
+    # The ranking itself is not under test: every config in file order.
+    monkeypatch.setattr("xlarank.score.ranked_configs",
+                        lambda graph, model: (np.arange(graph.n_configs), None))
+    found = sum(len(split_files(tiny_data, c, "test")) for c in COLLECTIONS)
+    with pytest.warns(XlarankWarning, match=f"{894 - found} of the 894 official test IDs"):
+        write_submission(tiny_data, dict.fromkeys(c.id for c in COLLECTIONS),
+                         tmp_path / "sub.csv")
+    lines = (tmp_path / "sub.csv").read_text().splitlines()
+    assert len(lines) == found + 1 and all(line.split(",")[1] for line in lines[1:])
+
+
+def test_eval_indices_that_miss_graphs_warn(tile_frames, tmp_path, models):
+    table, meta = read_frame(tile_frames["default"])
+    first = str(table["graph_id"].iloc[0])
+    indices = tmp_path / "eval.json"
+    indices.write_text(json.dumps({first: [0, 1]}))
+    graphs = table["graph_id"].nunique()
+    result = run("evaluate", tile_frames["default"], "--model", models["lightgbm"],
+                 "--eval-indices", indices)
+    assert result.exit_code == 0, result.stderr
+    assert (f"warning: the eval indices list no configs for {graphs - 1} of the frame's "
+            f"{graphs} graphs") in result.stderr

@@ -379,7 +379,8 @@ def score(
     models: Annotated[Path, typer.Option(help="A model directory or a folder of them "
                                          "(one per collection).")],
     out_csv: Annotated[Path, typer.Option("--out", help="CSV to write.")],
-    top: Annotated[int | None, typer.Option(help="Keep the K best configs per file.")] = None,
+    top: Annotated[int | None, typer.Option(min=1, help="Keep the K best configs per "
+                                            "file.")] = None,
     collection: Annotated[str | None, typer.Option(help="Collection of files kept outside "
                                                    "the official layout.")] = None,
     skip_bad: Annotated[bool, typer.Option(help="Leave out bad files and list them.")] = False,

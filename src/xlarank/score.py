@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import functools
 import json
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from xlarank.atomic import atomic_path, check_output, write_text_atomic
 from xlarank.data.collections import COLLECTIONS, Collection, get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.engine import map_ordered
-from xlarank.errors import BadGraphError, XlarankError
+from xlarank.errors import BadGraphError, XlarankError, XlarankWarning
 from xlarank.evaluate import (
     SUMMARY_SUFFIX,
     headline_metric,
@@ -32,6 +33,9 @@ from xlarank.frame import read_frame
 from xlarank.rank.model import Model, load_model
 
 SUBMISSION_TOP_TILE = 5
+# Test files per collection in the official TpuGraphs release: 894 submission IDs.
+OFFICIAL_TEST_FILES = {"tile:xla": 844, "layout:xla:default": 8, "layout:xla:random": 8,
+                       "layout:nlp:default": 17, "layout:nlp:random": 17}
 
 
 def load_rankers(models: str | Path) -> dict[str, Model]:
@@ -124,6 +128,8 @@ def score_files(paths: Iterable[str | Path], models: str | Path, out: str | Path
     Returns (rows, skipped files' errors).
     """
     check_output(out)
+    if top is not None and top < 1:
+        raise XlarankError(f"--top {top}: keep at least 1 config per file")
     models = str(Path(models).resolve())
     stamp = _models_stamp(models)
     _cached_rankers(models, stamp)  # fail here, once, if the models are missing or mismatched
@@ -165,9 +171,16 @@ def write_submission(data_root: str | Path, rankers: dict[str, Model], out: str 
             graph = load_graph(path, collection=collection, configs=False)
             order, _ = ranked_configs(graph, rankers[collection.id])
             top = order[:SUBMISSION_TOP_TILE] if collection.is_tile else order
+            if len(top) == 0:  # load_graph refuses such files; an empty entry is invalid
+                raise BadGraphError(path, "no configs to submit")
             rows.append((f"{collection.id}:{graph.graph_id}", ";".join(map(str, top))))
             if on_file:
                 on_file(path)
+    expected = sum(OFFICIAL_TEST_FILES.values())
+    if len(rows) < expected:
+        warnings.warn(f"{expected - len(rows)} of the {expected} official test IDs are "
+                      f"missing ({len(rows)} test files found): the submission is partial",
+                      XlarankWarning, stacklevel=2)
     with atomic_path(out) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["ID", "TopConfigs"])
