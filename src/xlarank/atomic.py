@@ -39,6 +39,11 @@ def check_output(path: str | Path, kind: Literal["file", "dir"] = "file",
     """
     path = Path(path)
     try:
+        os.fsencode(path)
+    except UnicodeEncodeError:
+        # A lone surrogate: no file system name decodes to it (argv never holds one).
+        raise XlarankError(f"{path!r}: not a file name this system can encode") from None
+    try:
         mode = os.lstat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
         mode = None

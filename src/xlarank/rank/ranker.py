@@ -173,7 +173,12 @@ class Ranker:
     def feature_spec(self) -> FeatureSpec:
         """The spec to featurize new graphs with; its hash is the one the model saw."""
         features = self.card["features"]
-        spec = FeatureSpec.from_dict({**features, "gnn": self._gnn_source()})
+        try:
+            spec = FeatureSpec.from_dict({**features, "gnn": self._gnn_source()})
+            spec.hash  # noqa: B018 (families or k of the wrong type fail here)
+        except (TypeError, ValueError) as exc:
+            raise BadModelError(f"{self.directory}: card field features is malformed "
+                                f"({exc})") from None
         if spec.hash != features["hash"]:
             raise MismatchError(f"model's feature spec (hash {features['hash']}) "
                                 f"is not this xlarank's (hash {spec.hash}); retrain the model")
