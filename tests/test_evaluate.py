@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xlarank.errors import MismatchError, XlarankError
+from xlarank.errors import MismatchError, XlarankError, XlarankWarning
 from xlarank.evaluate import (
     default_layout_scores,
     headline,
@@ -38,7 +38,9 @@ def test_eval_indices_restrict_configs(tmp_path, samples):
                           "runtime": [5, 4, 3, 2, 1, 9, 1, 2, 3], "normalizer": 1})
     score = np.array([1.0, 2, 3, 4, 5, 0, 3, 2, 1])
     (tmp_path / "idx.json").write_text('{"g": [0, 1, 4]}')
-    metrics = per_graph_metrics(frame, score, False, load_eval_indices(tmp_path / "idx.json"))
+    with pytest.warns(XlarankWarning, match="no configs for 1 of the frame's 2 graphs"):
+        metrics = per_graph_metrics(frame, score, False,
+                                    load_eval_indices(tmp_path / "idx.json"))
     assert list(metrics["configs"]) == [3, 3]
     assert list(metrics["kendall_tau"]) == [1.0, 1.0]
     (tmp_path / "bad.json").write_text("[1, 2]")

@@ -1,4 +1,5 @@
-"""Fuzzing the reader and featurizer: any input gives a result or BadGraphError, nothing else.
+"""Fuzzing the reader and featurizer (any input gives a result or BadGraphError), model
+cards, spec files and output paths (a result or XlarankError), nothing else.
 
 Bounded here (the 'ci' hypothesis profile); `make fuzz` runs the 'fuzz' profile, far longer.
 """
@@ -175,3 +176,187 @@ def test_every_mutation_kind_on_every_key(samples, tmp_path, kind):
             target.parent.mkdir(parents=True, exist_ok=True)
             np.savez(target, **arrays)
             check(target)
+
+
+# ---------------------------------------------------------------- model cards, specs, outputs
+# Any card, spec file or output path gives a result or an XlarankError: never another
+# exception, a crash in a booster library, or a file written where it must not be.
+
+@pytest.fixture(scope="module")
+def fuzz_model(tiny_data, tmp_path_factory):
+    """A small saved LightGBM model of the tiny tile train split."""
+    from conftest import small
+    from xlarank.data.collections import get_collection, split_files
+    from xlarank.featurize import featurize_files
+    from xlarank.frame import read_frame
+    from xlarank.rank.spec import RankerSpec
+    from xlarank.rank.train import train_ranker
+
+    tile = get_collection("tile-xla")
+    folder = tmp_path_factory.mktemp("fuzz_model")
+    featurize_files(split_files(tiny_data, tile, "train"), folder / "f.parquet", tile,
+                    "train", SPEC)
+    table, meta = read_frame(folder / "f.parquet")
+    spec = small(RankerSpec(name="fuzz", features=SPEC.name), rounds=3)
+    return train_ranker(table, meta, spec).save(folder / "model")
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=30)
+    | st.sampled_from(["../../../../etc/passwd", "/etc/passwd", ".", "model.txt", "ensemble",
+                       "lightgbm", "xgboost", "tile:xla", "members/00", "random:0"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner,
+                                                                max_size=4),
+    max_leaves=8)
+
+
+def _mutate_card(card, data, depth=0):
+    """The card with one of its values (at any depth) replaced, dropped or truncated."""
+    if isinstance(card, dict) and card:
+        key = data.draw(st.sampled_from(sorted(card)))
+        action = data.draw(st.sampled_from(["replace", "drop", "descend"]))
+        if action == "drop":
+            return {k: v for k, v in card.items() if k != key}
+        if action == "descend" and depth < 3:
+            return {**card, key: _mutate_card(card[key], data, depth + 1)}
+        return {**card, key: data.draw(JSON_VALUES)}
+    if isinstance(card, list) and card:
+        action = data.draw(st.sampled_from(["shorten", "reverse", "replace"]))
+        if action == "shorten":
+            return card[: data.draw(st.integers(0, len(card) - 1))]
+        if action == "reverse":
+            return card[::-1]
+        return [data.draw(JSON_VALUES)] + card[1:]
+    return data.draw(JSON_VALUES)
+
+
+@pytest.mark.slow
+@given(data=st.data())
+def test_model_cards_and_files(fuzz_model, tmp_path_factory, data):
+    import json
+    import shutil
+
+    from xlarank.errors import XlarankError
+    from xlarank.rank.model import load_model
+
+    model = tmp_path_factory.mktemp("card") / "model"
+    shutil.copytree(fuzz_model, model)
+    card_path = model / "card.json"
+    card = json.loads(card_path.read_text())
+    for _ in range(data.draw(st.integers(0, 3))):
+        card = _mutate_card(card, data)
+    if data.draw(st.booleans()):
+        card_path.write_text(json.dumps(card))
+    else:
+        raw = card_path.read_bytes()
+        card_path.write_bytes(raw[: data.draw(st.integers(0, len(raw)))])
+    if data.draw(st.booleans()):
+        booster = model / "model.txt"
+        raw = bytearray(booster.read_bytes())
+        if data.draw(st.booleans()):
+            where = data.draw(st.integers(0, len(raw) - 1))
+            raw[where] = data.draw(st.integers(0, 255))
+        booster.write_bytes(bytes(raw[: data.draw(st.integers(0, len(raw)))]))
+    try:
+        loaded = load_model(model)
+        assert loaded.feature_spec.hash == loaded.card["features"]["hash"]
+    except XlarankError:
+        return
+
+
+SPEC_KEYS = ["name", "features", "library", "objective", "num_rounds", "seed", "grades",
+             "max_configs_per_graph", "kind", "members", "seeds", "families", "k", "gnn",
+             "params", "junk"]
+PARAM_KEYS = ["learning_rate", "num_leaves", "eta", "max_depth", "objective", "label_gain",
+              "num_iterations", "seed", "bagging_fraction", "boosting", "nthread", "junk"]
+SCALARS = (st.booleans() | st.integers(-2**64, 2**64) | st.floats() | st.text(max_size=20)
+           | st.sampled_from(["lightgbm", "xgboost", "lambdarank", "rank:ndcg", "default",
+                              "ensemble", "../../evil", "graph", "random:0", "gbdt"]))
+TOML_VALUES = SCALARS | st.lists(st.integers(-5, 5) | st.floats(0, 3), max_size=5) \
+    | st.lists(st.sampled_from(["graph", "config_raw", "khop", "x.toml", "nope"]), max_size=4)
+
+
+@pytest.mark.slow
+@given(data=st.data())
+def test_spec_files(tmp_path_factory, data):
+    from xlarank.errors import XlarankError
+    from xlarank.files import toml_text
+    from xlarank.rank.ensemble import load_training_plan
+
+    folder = tmp_path_factory.mktemp("spec")
+    table = data.draw(st.dictionaries(st.sampled_from(SPEC_KEYS), TOML_VALUES, max_size=9))
+    if data.draw(st.booleans()):
+        table["params"] = data.draw(st.dictionaries(st.sampled_from(PARAM_KEYS), TOML_VALUES,
+                                                    max_size=4))
+    text = toml_text(table)
+    if data.draw(st.integers(0, 9)) == 0:
+        text = data.draw(st.text(max_size=200))  # not even TOML, most of the time
+    path = folder / "spec.toml"
+    path.write_text(text)
+    (folder / "x.toml").write_text('name = "x"\nfeatures = "default"\n')
+    for load in (load_training_plan, load_feature_spec):
+        try:
+            load(path)
+        except XlarankError:
+            pass
+
+
+OUTPUT_KINDS = ("missing", "file", "dir", "nonempty dir", "symlink", "dangling symlink",
+                "fifo", "under a file", "deep missing")
+
+
+@pytest.mark.slow
+@given(kind=st.sampled_from(OUTPUT_KINDS), want=st.sampled_from(["file", "dir"]),
+       name=st.text(st.characters(blacklist_characters="/\x00"), min_size=1, max_size=12))
+def test_output_paths(tmp_path_factory, kind, want, name):
+    from xlarank.atomic import atomic_dir, atomic_path, check_output
+    from xlarank.errors import XlarankError
+
+    folder = tmp_path_factory.mktemp("out")
+    if name in (".", ".."):
+        name = "x" + name
+    try:
+        os.fsencode(name)
+    except UnicodeEncodeError:
+        # Not a possible file name: refused before anything is made.
+        with pytest.raises(XlarankError, match="this system can encode"):
+            check_output(folder / name, want)
+        return
+    path = folder / name
+    if kind == "file":
+        path.write_text("old")
+    elif kind in ("dir", "nonempty dir"):
+        path.mkdir()
+        if kind == "nonempty dir":
+            (path / "inside").write_text("old")
+    elif kind == "symlink":
+        (folder / "target").write_text("keep")
+        path.symlink_to(folder / "target")
+    elif kind == "dangling symlink":
+        path.symlink_to(folder / "nowhere")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "under a file":
+        (folder / "plain").write_text("keep")
+        path = folder / "plain" / name
+    elif kind == "deep missing":
+        path = folder / "a" / "b" / name
+    before = sorted(str(p) for p in folder.rglob("*"))
+    try:
+        check_output(path, want)
+    except XlarankError:
+        assert sorted(str(p) for p in folder.rglob("*")) == before
+        if kind == "symlink":
+            assert (folder / "target").read_text() == "keep"
+        return
+    assert kind in ("missing", "deep missing") or (kind == "file") == (want == "file")
+    if want == "file":
+        with atomic_path(path) as tmp:
+            tmp.write_text("new")
+        assert path.read_text() == "new" and not path.is_symlink()
+    else:
+        with atomic_dir(path) as tmp:
+            (tmp / "f").write_text("new")
+        assert sorted(p.name for p in path.iterdir()) == ["f"]
+    leftovers = [p for p in path.parent.iterdir() if p.name.startswith(f".{path.name}.")]
+    assert leftovers == []

@@ -19,7 +19,7 @@ from xlarank.data.collections import get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.data.npzwrite import write_npz
 from xlarank.data.synth import synth_dataset
-from xlarank.errors import MismatchError
+from xlarank.errors import BadGraphError, MismatchError
 from xlarank.evaluate import per_graph_metrics
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.featurize import featurize_files, parts_dir_for
@@ -135,15 +135,20 @@ def layout_file(path: Path, n_configs: int, nc: int = 4, identical: bool = False
     return path
 
 
-@pytest.mark.parametrize("n_configs", [0, 1])
-def test_graphs_with_zero_or_one_config(tmp_path, n_configs):
-    path = layout_file(tmp_path / "npz/layout/xla/default/train/g.npz", n_configs)
+def test_graph_with_one_config(tmp_path):
+    path = layout_file(tmp_path / "npz/layout/xla/default/train/g.npz", 1)
     graph = load_graph(path)
     block = featurize_graph(graph, DEFAULT)
-    assert len(block) == n_configs
-    metrics = per_graph_metrics(block, np.zeros(n_configs), False) if n_configs else None
-    if n_configs == 1:
-        assert np.isnan(metrics["kendall_tau"][0])
+    assert len(block) == 1
+    metrics = per_graph_metrics(block, np.zeros(1), False)
+    assert np.isnan(metrics["kendall_tau"][0])
+
+
+def test_graph_with_zero_configs_is_refused(tmp_path):
+    """Nothing to rank; its frame part could not even be written (issue 13)."""
+    path = layout_file(tmp_path / "npz/layout/xla/default/train/g.npz", 0)
+    with pytest.raises(BadGraphError, match="no configs"):
+        load_graph(path)
 
 
 def test_all_identical_configs(tmp_path, spec_dir):

@@ -14,6 +14,7 @@ every `XlarankError` becomes one ``error:`` line on stderr and exit code 2. The 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,8 +27,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from xlarank import __version__
+from xlarank.atomic import check_output
 from xlarank.data.collections import get_collection, split_files
-from xlarank.errors import XlarankError
+from xlarank.errors import XlarankError, XlarankWarning
 from xlarank.threads import use_threads
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -50,6 +52,7 @@ def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say more.")] = False,
 ) -> None:
     ctx.obj = {"verbose": verbose}
+    warnings.showwarning = _show_warning
 
 
 @contextmanager
@@ -86,6 +89,17 @@ def _show_skipped(lines: Iterable[str]) -> None:
     for line in lines:
         err_console.print(f"[yellow]skipped[/yellow] {escape(line)}", highlight=False,
                           soft_wrap=True)
+
+
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, *args, **kwargs) -> None:
+    """xlarank's own warnings as one ``warning:`` line; others as Python shows them."""
+    if not issubclass(category, XlarankWarning):
+        return _python_showwarning(message, category, *args, **kwargs)
+    err_console.print(f"[yellow]warning:[/yellow] {escape(str(message))}", highlight=False,
+                      soft_wrap=True)
 
 
 def _show_table(title: str, columns: Sequence[tuple[str, str]],
@@ -227,6 +241,7 @@ def gnn_train(
     from xlarank.features.gnn_train import train_gnn_weights
 
     with _user_errors():
+        check_output(out)
         chosen = get_collection(collection)
         files = split_files(data, chosen, "train")
         if not files:
@@ -397,7 +412,8 @@ def score(
     models: Annotated[Path, typer.Option(help="A model directory or a folder of them "
                                          "(one per collection).")],
     out_csv: Annotated[Path, typer.Option("--out", help="CSV to write.")],
-    top: Annotated[int | None, typer.Option(help="Keep the K best configs per file.")] = None,
+    top: Annotated[int | None, typer.Option(min=1, help="Keep the K best configs per "
+                                            "file.")] = None,
     collection: Annotated[str | None, typer.Option(help="Collection of files kept outside "
                                                    "the official layout.")] = None,
     skip_bad: Annotated[bool, typer.Option(help="Leave out bad files and list them.")] = False,
@@ -444,6 +460,7 @@ def rank_graph(
 
     with _user_errors():
         use_threads(threads)
+        check_output(out_csv)
         ranked = rank_one_graph(graph, read_measured(measured), prior=prior, seed=seed)
         with atomic_path(out_csv) as tmp:
             ranked.to_csv(tmp, index=False)

@@ -116,8 +116,9 @@ def train_ranker_dask(client, frame_path: str | Path, spec: RankerSpec,
 
     frame_path = str(frame_path)
     meta = read_meta(frame_path)
-    runtime = pq.read_table(frame_path, columns=["runtime"])["runtime"].to_numpy()
-    collection = check_trainable(meta, spec, runtime)
+    keys = pq.read_table(frame_path, columns=["runtime", "graph_id"])
+    collection = check_trainable(meta, spec, keys["runtime"].to_numpy(),
+                                 keys["graph_id"].to_numpy())
     by_row_group = row_group_graph_sizes(frame_path)
     workers = len(client.scheduler_info()["workers"])
     # Partitions are runs of row groups, so each holds whole graphs.

@@ -33,3 +33,13 @@ class SpecError(XlarankError):
 class MismatchError(XlarankError):
     """Artifacts that do not belong together: a model and a frame of another feature spec,
     another collection, or a frame without runtimes given to training."""
+
+
+class BadModelError(XlarankError):
+    """A saved model whose card or booster file is missing, malformed or altered since it
+    was saved."""
+
+
+class XlarankWarning(UserWarning):
+    """A result that is legal but dubious (a degenerate training frame, a partial
+    submission); the CLI shows it as one ``warning:`` line."""

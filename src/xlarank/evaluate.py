@@ -11,14 +11,15 @@ summaries. This module imports no ranker, so training and tuning can use its met
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from xlarank.atomic import atomic_path
+from xlarank.atomic import atomic_path, check_output
 from xlarank.data.collections import COLLECTIONS
-from xlarank.errors import MismatchError, XlarankError
+from xlarank.errors import MismatchError, XlarankError, XlarankWarning
 from xlarank.files import read_structured
 from xlarank.frame import group_sizes
 from xlarank.metrics import kendall_tau, ordered_pair_accuracy, slowdown_at
@@ -64,6 +65,12 @@ def per_graph_metrics(frame: pd.DataFrame, score: np.ndarray, is_tile: bool,
     target = ranking_target(frame, is_tile)
     rows, start = [], 0
     ids = frame["graph_id"].to_numpy()
+    if eval_indices is not None:
+        missing = len(set(ids) - set(eval_indices))
+        if missing:
+            warnings.warn(f"the eval indices list no configs for {missing} of the frame's "
+                          f"{len(set(ids))} graphs; those are evaluated on all their configs",
+                          XlarankWarning, stacklevel=2)
     configs = frame["config_index"].to_numpy()
     for size in group_sizes(frame):
         sl = slice(start, start + size)
@@ -152,6 +159,8 @@ def compare_runs(folder: str | Path, out: str | Path | None = None) -> pd.DataFr
         No summary file under ``folder``.
     """
     folder = Path(folder)
+    if out is not None:
+        check_output(out)
     records = [json.loads(p.read_text()) for p in sorted(folder.rglob("*" + SUMMARY_SUFFIX))]
     if not records:
         raise XlarankError(f"{folder}: no *{SUMMARY_SUFFIX} (run 'xlarank evaluate --out')")

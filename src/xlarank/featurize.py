@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlarank.atomic import atomic_path, write_text_atomic
+from xlarank.atomic import atomic_path, check_output, output_lock, write_text_atomic
 from xlarank.data.collections import COLLECTIONS, SPLITS, Collection, get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.engine import map_ordered
@@ -110,8 +110,18 @@ def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Co
     config (see `featurize_graph`); by default only for the train split, since scoring and
     evaluation need every config. Returns (rows, skipped, parts reused).
     """
-    out = Path(out)
-    dedup = (split == "train") if dedup is None else dedup
+    out = check_output(out)
+    # Two runs on one frame would delete each other's parts (the stale-part sweep below).
+    with output_lock(out):
+        return _featurize_locked(paths, out, collection, split, spec, skip_bad, on_file,
+                                 workers, (split == "train") if dedup is None else dedup,
+                                 client)
+
+
+def _featurize_locked(paths, out: Path, collection: Collection, split: str | None,
+                      spec: FeatureSpec, skip_bad: bool, on_file, workers: int, dedup: bool,
+                      client) -> tuple[int, list[str], int]:
+    """`featurize_files` once it holds the frame's lock."""
     parts_dir = parts_dir_for(out)
     parts_dir.mkdir(parents=True, exist_ok=True)
     jobs = [PartJob(Path(p), collection, spec, parts_dir, skip_bad, dedup) for p in paths]
@@ -179,5 +189,8 @@ def frame_jobs(data: str | Path, spec: FeatureSpec, collection: str = "all",
     if out is not None and len(found) != 1:
         raise XlarankError("--out names one frame: give one --collection and one --split")
     base = Path(out_dir) if out_dir is not None else Path("features/frames") / spec.name
-    return [FrameJob(c, s, files, Path(out) if out is not None
+    jobs = [FrameJob(c, s, files, Path(out) if out is not None
                      else base / c.slug / f"{s}.parquet") for c, s, files in found]
+    for job in jobs:
+        check_output(job.out)
+    return jobs

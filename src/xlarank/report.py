@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from xlarank.atomic import atomic_dir
+from xlarank.atomic import atomic_dir, check_output
 from xlarank.data.collections import get_collection
 from xlarank.evaluate import (
     default_layout_scores,
@@ -37,6 +37,9 @@ from xlarank.target import ranking_target
 
 IMAGES = ("per_graph.png", "rank_scatter.png", "importance.png", "learning_curve.png")
 LEARNING_POINTS = 12
+
+# The page of a report folder; a folder without it is not replaced by a report.
+REPORT_PAGE = "index.html"
 
 
 @dataclass
@@ -84,7 +87,7 @@ def write_report(inputs: ReportInputs, out_dir: str | Path, scatter_graphs: int 
         _importance_plot(main_model.importance()).savefig(tmp / IMAGES[2], dpi=110)
         _learning_plot(inputs, main_model, is_tile, metric, label).savefig(tmp / IMAGES[3],
                                                                           dpi=110)
-        (tmp / "index.html").write_text(_page(inputs, table, main_name, main_model, label))
+        (tmp / REPORT_PAGE).write_text(_page(inputs, table, main_name, main_model, label))
     return out_dir
 
 
@@ -117,6 +120,7 @@ def report_from_paths(frame_path: str | Path, models: list[tuple[str, str | Path
     XlarankError
         A model that is missing or belongs to another feature spec or collection.
     """
+    check_output(out_dir, "dir", marker=REPORT_PAGE)
     table, meta = read_frame(frame_path)
     loaded = {}
     for name, path in models:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import functools
 import json
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from xlarank.atomic import atomic_path, write_text_atomic
+from xlarank.atomic import atomic_path, check_output, write_text_atomic
 from xlarank.data.collections import COLLECTIONS, Collection, get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.engine import map_ordered
-from xlarank.errors import BadGraphError, XlarankError
+from xlarank.errors import BadGraphError, XlarankError, XlarankWarning
 from xlarank.evaluate import (
     SUMMARY_SUFFIX,
     headline_metric,
@@ -32,6 +33,9 @@ from xlarank.frame import read_frame
 from xlarank.rank.model import Model, load_model
 
 SUBMISSION_TOP_TILE = 5
+# Test files per collection in the official TpuGraphs release: 894 submission IDs.
+OFFICIAL_TEST_FILES = {"tile:xla": 844, "layout:xla:default": 8, "layout:xla:random": 8,
+                       "layout:nlp:default": 17, "layout:nlp:random": 17}
 
 
 def load_rankers(models: str | Path) -> dict[str, Model]:
@@ -123,6 +127,9 @@ def score_files(paths: Iterable[str | Path], models: str | Path, out: str | Path
     One task per file on the chosen engine; rows follow the input order.
     Returns (rows, skipped files' errors).
     """
+    check_output(out)
+    if top is not None and top < 1:
+        raise XlarankError(f"--top {top}: keep at least 1 config per file")
     models = str(Path(models).resolve())
     stamp = _models_stamp(models)
     _cached_rankers(models, stamp)  # fail here, once, if the models are missing or mismatched
@@ -151,6 +158,7 @@ def write_submission(data_root: str | Path, rankers: dict[str, Model], out: str 
     Tile lists its 5 best configs, layout the full order. Every collection must have a
     model and test files. Returns the number of IDs written.
     """
+    check_output(out)
     missing = [c.id for c in COLLECTIONS if c.id not in rankers]
     if missing:
         raise XlarankError(f"no model for collection(s) {', '.join(missing)}")
@@ -163,9 +171,16 @@ def write_submission(data_root: str | Path, rankers: dict[str, Model], out: str 
             graph = load_graph(path, collection=collection, configs=False)
             order, _ = ranked_configs(graph, rankers[collection.id])
             top = order[:SUBMISSION_TOP_TILE] if collection.is_tile else order
+            if len(top) == 0:  # load_graph refuses such files; an empty entry is invalid
+                raise BadGraphError(path, "no configs to submit")
             rows.append((f"{collection.id}:{graph.graph_id}", ";".join(map(str, top))))
             if on_file:
                 on_file(path)
+    expected = sum(OFFICIAL_TEST_FILES.values())
+    if len(rows) < expected:
+        warnings.warn(f"{expected - len(rows)} of the {expected} official test IDs are "
+                      f"missing ({len(rows)} test files found): the submission is partial",
+                      XlarankWarning, stacklevel=2)
     with atomic_path(out) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["ID", "TopConfigs"])
@@ -213,6 +228,9 @@ def evaluate_model(frame_path: str | Path, model_dir: str | Path | None, seed: i
         collection.
     """
     frame_path = Path(frame_path)
+    if out is not None:
+        check_output(out)
+        check_output(Path(out).with_suffix(SUMMARY_SUFFIX))
     table, meta = read_frame(frame_path)
     is_tile = get_collection(meta.collection).is_tile
     if model_dir is not None:

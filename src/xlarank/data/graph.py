@@ -108,6 +108,11 @@ def load_graph(path: str | Path, collection: Collection | None = None,
     tensor (only its header is checked). Raises `BadGraphError` naming the file and fault.
     """
     path = Path(path)
+    try:
+        str(path).encode()
+    except UnicodeEncodeError:
+        # Its name goes into frames and CSVs, which hold text.
+        raise BadGraphError(path, "file name is not valid UTF-8; rename the file") from None
     located, split = locate(path)
     collection = collection or located
     with NpzStream(path) as npz:
@@ -181,7 +186,9 @@ def _check_common(path: Path, a: dict[str, np.ndarray]) -> dict[str, np.ndarray]
     if runtime.ndim != 1:
         _fail(path, f"config_runtime: shape {runtime.shape}, expected (n_configs,)")
     runtime = _as_int(path, "config_runtime", runtime, np.int64)
-    if runtime.size and runtime.min() < 0:
+    if runtime.size == 0:
+        _fail(path, "config_runtime: the file has no configs, nothing to rank")
+    if runtime.min() < 0:
         _fail(path, "config_runtime: negative runtime")
     return dict(node_feat=node_feat, node_opcode=opcode.astype(np.uint8),
                 edge_index=edges, config_runtime=runtime)

@@ -37,6 +37,9 @@ WHOLE_READ_LIMIT = 4 << 20
 # could not use as a fresh copy, and a config member can compress 80x.
 COMPRESSED_PIECE = 1 << 16
 _LOCAL_HEADER = struct.Struct("<4s22xHH")
+# Deflate expands at most 1032 to 1: a member that claims more bytes from its compressed
+# size is corrupt (or a zip bomb), refused before its claim is allocated.
+MAX_DEFLATE_RATIO = 1032
 
 
 class _MemberStream:
@@ -157,6 +160,8 @@ class NpzStream:
             raise
         except READ_ERRORS as exc:
             raise BadGraphError(self.path, f"{key}: cannot be read ({exc})") from None
+        except MemoryError:
+            raise BadGraphError(self.path, f"{key}: too large to fit in memory") from None
         order = "F" if fortran else "C"
         return data.view(dtype).reshape(shape, order=order)
 
@@ -208,10 +213,17 @@ class NpzStream:
         if dtype.hasobject:
             raise BadGraphError(self.path, f"{key}: holds Python objects, expected numbers")
         # The header must describe exactly the bytes stored, before anything is allocated.
-        stored = self._zip.getinfo(key + ".npy").file_size - stream.tell()
+        info = self._zip.getinfo(key + ".npy")
+        stored = info.file_size - stream.tell()
         if int(np.prod(shape, dtype=np.float64)) * dtype.itemsize != stored:
             raise BadGraphError(self.path, f"{key}: header says shape {tuple(shape)} of {dtype}, "
                                            f"but {stored} bytes are stored")
+        limit = (info.compress_size if info.compress_type == zipfile.ZIP_STORED
+                 else MAX_DEFLATE_RATIO * info.compress_size + 1024)
+        if info.file_size > limit:
+            raise BadGraphError(self.path, f"{key}: claims {info.file_size:,} bytes from "
+                                           f"{info.compress_size:,} compressed, more than "
+                                           "compression can make: the archive is corrupt")
         return tuple(shape), bool(fortran), dtype
 
     def _read_exact(self, key: str, stream, nbytes: int) -> np.ndarray:

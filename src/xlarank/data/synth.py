@@ -96,6 +96,7 @@ from pathlib import Path
 
 import numpy as np
 
+from xlarank.atomic import check_output
 from xlarank.data.collections import COLLECTIONS, SPLITS, Collection
 from xlarank.data.npzwrite import write_npz
 from xlarank.engine import map_ordered
@@ -1054,8 +1055,9 @@ def synth_dataset(out: Path, preset: str = "demo", seed: int = 0,
     if preset not in PRESETS:
         raise XlarankError(f"unknown synth preset {preset!r}; known: {', '.join(PRESETS)}")
     out = Path(out)
-    if out.exists():
+    if out.exists() or out.is_symlink():
         raise XlarankError(f"{out}: already exists; remove it or choose another folder")
+    check_output(out, "dir")
     size = PRESETS[preset]
     building = out.with_name(f".{out.name}.partial-{os.getpid()}")
     shutil.rmtree(building, ignore_errors=True)

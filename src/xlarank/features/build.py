@@ -121,6 +121,25 @@ def tile_config_features(graph: TileGraph, spec: FeatureSpec) -> tuple[np.ndarra
     return PreparedFamilies(graph, spec).columns(configs), renumber[distinct_of.reshape(-1)]
 
 
+def group_median_int(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """int64 (n_groups,): the median of each group's values, groups in ascending order, a
+    half rounded to even. values int64 >= 0 (n,), groups (n,).
+
+    Exact in integers: a float64 median loses the low bits of runtimes past 2^53, and one
+    rounded up to 2^63 wrapped to -2^63 when cast back.
+    """
+    order = np.lexsort((values, groups))
+    ordered = values[order]
+    _, starts, counts = np.unique(groups[order], return_index=True, return_counts=True)
+    low = ordered[starts + (counts - 1) // 2]
+    high = ordered[starts + counts // 2]
+    # Both >= 0, so high - low cannot overflow, nor can low + half.
+    diff = high - low
+    middle = low + diff // 2
+    halfway = diff % 2 == 1
+    return middle + (halfway & (middle % 2 == 1))
+
+
 def featurize_graph(graph: TileGraph | LayoutGraph, spec: FeatureSpec,
                     dedup: bool = False) -> pd.DataFrame:
     """One feature block: key columns then `feature_names` columns.
@@ -136,8 +155,7 @@ def featurize_graph(graph: TileGraph | LayoutGraph, spec: FeatureSpec,
     normalizer = graph.config_runtime_normalizers if is_tile else np.ones_like(runtime)
     if dedup:
         _, rows = np.unique(distinct_of, return_index=True)
-        runtime = np.round(pd.Series(runtime).groupby(distinct_of).median().to_numpy()
-                           ).astype(np.int64)
+        runtime = group_median_int(runtime, distinct_of)
         config_index, normalizer, distinct_of = rows, normalizer[rows], distinct_of[rows]
     else:
         config_index = np.arange(graph.n_configs)

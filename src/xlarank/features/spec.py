@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from xlarank.files import read_structured
 FEATURE_SCHEMA_VERSION = 5
 
 DEFAULT_GNN = "random:0"
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
 
 @dataclass(frozen=True)
@@ -106,5 +108,9 @@ def load_feature_spec(path: str | Path) -> FeatureSpec:
         gnn = str((path.parent / gnn).resolve()) if not Path(gnn).is_absolute() else gnn
     elif not gnn[len("random:"):].isdigit():
         raise SpecError(f"{path}: 'gnn' random seed must be an integer, as in \"random:0\"")
-    return FeatureSpec(name=str(raw.get("name", path.stem)), families=tuple(families), k=k,
-                       gnn=gnn)
+    name = raw.get("name", path.stem)
+    # The name becomes a folder (features/frames/<name>): a plain one cannot leave it.
+    if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
+        raise SpecError(f"{path}: 'name' {name!r} must be a plain name: letters, digits, "
+                        "'-', '_' and '.', not starting with '.'")
+    return FeatureSpec(name=name, families=tuple(families), k=k, gnn=gnn)

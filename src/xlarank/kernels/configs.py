@@ -39,6 +39,9 @@ NODE_SLOT_STATS = (
 )
 NODE_SLOT_WIDTH = len(NODE_SLOT_STATS)
 
+# The largest finite float32: where feature columns that could overflow are held.
+F32_MAX = float(np.finfo(np.float32).max)
+
 
 @njit(cache=True, inline="always")
 def _tile_pad(size, multiple):
@@ -366,12 +369,14 @@ def tile_config_joined(config_feat, out_dims, element_bytes, n_operands, input_b
             minor = t
             second_tiles = minor_tiles
             minor_tiles = n
-        out[i, 0] = padded / real
+        # Ratios of products of six tile bounds can pass float32's range (a bound of
+        # 3e38 in a file): held at its largest finite value, so features stay finite.
+        out[i, 0] = min(padded / real, F32_MAX)
         out[i, 1] = np.log(tiles)
         out[i, 2] = np.log(elems * element_bytes) if element_bytes > 0 else 0.0
         out[i, 3] = _tile_pad(minor, 128)
         out[i, 4] = _tile_pad(second, 8)
-        out[i, 5] = elems / real
+        out[i, 5] = min(elems / real, F32_MAX)
         out[i, 6] = out[i, 2] + np.log(max(n_operands, 1))
         # Padding multiplies with tile count and size; one column saves the trees the product.
         out[i, 7] = out[i, 1] + out[i, 2] + np.log(out[i, 3]) + np.log(out[i, 4])

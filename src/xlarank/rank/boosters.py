@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from xlarank.errors import SpecError, XlarankError
+from xlarank.errors import BadModelError, SpecError, XlarankError
 from xlarank.threads import chosen_threads
 
 # The most leaves a tree may have: LightGBM's documented maximum of num_leaves (2^17).
@@ -232,7 +232,13 @@ class BoosterLibrary(ABC):
 
     @abstractmethod
     def load(self, path: Path) -> object:
-        """A booster read back from the native file `save` wrote."""
+        """A booster read back from the native file `save` wrote; BadModelError if the
+        library refuses the file. Check the file first (`xlarank.rank.ranker`'s checksum):
+        a truncated file can crash the library instead of raising."""
+
+    @abstractmethod
+    def feature_names(self, booster) -> list[str]:
+        """The feature names a booster was trained with, in column order."""
 
 
 class LightGBM(BoosterLibrary):
@@ -379,7 +385,13 @@ class LightGBM(BoosterLibrary):
     def load(self, path):
         import lightgbm as lgb
 
-        return lgb.Booster(model_file=str(path))
+        try:
+            return lgb.Booster(model_file=str(path))
+        except lgb.basic.LightGBMError as exc:
+            raise BadModelError(f"{path}: LightGBM cannot read it ({exc})") from None
+
+    def feature_names(self, booster) -> list[str]:
+        return list(booster.feature_name())
 
 
 class XGBoost(BoosterLibrary):
@@ -490,8 +502,15 @@ class XGBoost(BoosterLibrary):
         import xgboost as xgb
 
         booster = xgb.Booster()
-        booster.load_model(str(path))
+        try:
+            booster.load_model(str(path))
+        except xgb.core.XGBoostError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "no reason given"
+            raise BadModelError(f"{path}: XGBoost cannot read it ({first})") from None
         return booster
+
+    def feature_names(self, booster) -> list[str]:
+        return list(booster.feature_names or [])
 
 
 # In the order error messages list them.

@@ -18,14 +18,12 @@ import numpy as np
 import pandas as pd
 
 from xlarank.atomic import atomic_dir
-from xlarank.errors import MismatchError, SpecError, XlarankError
+from xlarank.errors import BadModelError, MismatchError, SpecError, XlarankError
 from xlarank.features.spec import FeatureSpec
 from xlarank.files import read_structured
 from xlarank.frame import FrameMeta
-from xlarank.rank.ranker import MODEL_FORMAT, Ranker, write_card
+from xlarank.rank.ranker import ENSEMBLE_KIND, MODEL_FORMAT, Ranker, write_card
 from xlarank.rank.spec import RankerSpec, load_ranker_spec
-
-ENSEMBLE_KIND = "ensemble"
 
 
 def per_graph_minmax(score: np.ndarray, graph_ids: np.ndarray) -> np.ndarray:
@@ -54,9 +52,15 @@ class Ensemble:
     @classmethod
     def load(cls, directory: Path, card: dict) -> Ensemble:
         """The ensemble saved in a directory whose card (kind "ensemble") is read already."""
-        members = [Ranker.load(directory / entry["dir"]) for entry in card["members"]]
+        members = [Ranker.load(directory / member_dir(entry, directory))
+                   for entry in card["members"]]
         if not members:
-            raise XlarankError(f"{directory}: ensemble card lists no members")
+            raise BadModelError(f"{directory}: ensemble card lists no members")
+        for member in members[1:]:
+            if (member.card["features"]["hash"] != members[0].card["features"]["hash"]
+                    or member.card["collection"] != card["collection"]):
+                raise BadModelError(f"{directory}: ensemble members of different feature "
+                                    "specs or collections; the card was altered")
         return cls(card=card, members=members)
 
     @property
@@ -95,6 +99,17 @@ class Ensemble:
                 member.save(tmp / entry["dir"])
             write_card(tmp, self.card)
         return directory
+
+
+def member_dir(entry: object, directory: Path) -> str:
+    """A member's folder as the ensemble card gives it, refused unless it is a relative
+    path that stays inside the ensemble directory."""
+    path = entry.get("dir") if isinstance(entry, dict) else None
+    parts = Path(path).parts if isinstance(path, str) and path else ()
+    if not parts or Path(path).is_absolute() or any(p in ("..", ".") for p in parts):
+        raise BadModelError(f"{directory}: ensemble member {entry!r} needs a dir inside the "
+                            "ensemble directory, such as members/00")
+    return path
 
 
 def ensemble_card(members: list[Ranker]) -> dict:

@@ -10,6 +10,7 @@ ensemble of them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from dataclasses import dataclass
@@ -20,27 +21,114 @@ import pandas as pd
 
 from xlarank import __version__
 from xlarank.atomic import atomic_dir
-from xlarank.errors import MismatchError
+from xlarank.data.collections import COLLECTIONS
+from xlarank.errors import BadModelError, MismatchError
 from xlarank.features.spec import FeatureSpec
 from xlarank.files import read_structured
 from xlarank.frame import FrameMeta
-from xlarank.rank.boosters import BoosterLibrary, get_library
+from xlarank.rank.boosters import BOOSTERS, BoosterLibrary, get_library
 
 # Bump when the saved layout changes; a card of a higher format is refused.
 MODEL_FORMAT = 1
 CARD_FILE = "card.json"
+# The "kind" of an ensemble's card (`xlarank.rank.ensemble`); a ranker's card has none.
+ENSEMBLE_KIND = "ensemble"
 GNN_WEIGHTS_FILE = "gnn_weights.npz"
 
 
+# What every card holds, key by key: a type, or a nested table of the same kind. Cards
+# are checked against these before anything reads them, so a hand-edited or truncated card
+# gives one BadModelError, never a KeyError or TypeError deep in scoring.
+_FEATURES_SHAPE = {"name": str, "families": list, "hash": str, "names": list}
+_CARD_SHAPE = {"format": int, "collection": str, "features": _FEATURES_SHAPE,
+               "training_data": dict}
+RANKER_CARD_SHAPE = {**_CARD_SHAPE, "library": str, "objective": str, "model_file": str,
+                     "model_sha256": str}
+ENSEMBLE_CARD_SHAPE = {**_CARD_SHAPE, "kind": str, "members": list}
+
+
 def read_card(directory: Path) -> dict:
-    """The card of a saved ranker or ensemble, refused if a newer xlarank wrote it."""
-    card = read_structured(directory / CARD_FILE, "model card",
+    """The card of a saved ranker or ensemble, refused if a newer xlarank wrote it or if
+    it lacks a field that loading and scoring read (`check_card_shape`)."""
+    card = read_structured(directory / CARD_FILE, "model card", BadModelError,
                            missing_hint="; train a model with 'xlarank train'")
-    if card.get("format", 0) > MODEL_FORMAT:
-        raise MismatchError(f"{directory}: model of format {card.get('format')} was written by "
-                            f"a newer xlarank ({card.get('versions', {}).get('xlarank')}); "
+    where = directory / CARD_FILE
+    if not isinstance(card, dict):
+        raise BadModelError(f"{where}: a model card is a JSON object, not "
+                            f"{type(card).__name__}")
+    if isinstance(card.get("format"), int) and card["format"] > MODEL_FORMAT:
+        versions = card.get("versions")
+        version = versions.get("xlarank") if isinstance(versions, dict) else None
+        raise MismatchError(f"{directory}: model of format {card['format']} was written by "
+                            f"a newer xlarank ({version}); "
                             f"this is {__version__}, which reads format {MODEL_FORMAT}")
+    shape = ENSEMBLE_CARD_SHAPE if card.get("kind") == ENSEMBLE_KIND else RANKER_CARD_SHAPE
+    check_card_shape(card, shape, where)
+    names = card["features"]["names"]
+    if not names or not all(isinstance(n, str) for n in names):
+        raise BadModelError(f"{where}: features.names must be a non-empty list of names")
+    if card["collection"] not in {c.id for c in COLLECTIONS}:
+        raise BadModelError(f"{where}: unknown collection {card['collection']!r}")
+    if shape is RANKER_CARD_SHAPE and card["library"] not in BOOSTERS:
+        raise BadModelError(f"{where}: unknown booster library {card['library']!r}; known: "
+                            f"{', '.join(BOOSTERS)}")
     return card
+
+
+_TYPE_WORDS = {int: "an integer", str: "a string", list: "a list", dict: "a table"}
+
+
+def check_card_shape(card: dict, shape: dict, where: Path | str, prefix: str = "") -> None:
+    """Raise BadModelError unless ``card`` has every key of ``shape`` with its type."""
+    for key, wanted in shape.items():
+        value = card.get(key)
+        kind = dict if isinstance(wanted, dict) else wanted
+        # bool is an int to Python, never to a card.
+        if not isinstance(value, kind) or isinstance(value, bool):
+            what = "missing" if key not in card else f"not {_TYPE_WORDS[kind]}"
+            hint = ("; it was saved by an older xlarank, retrain it" if key == "model_sha256"
+                    and key not in card else "")
+            raise BadModelError(f"{where}: card field {prefix}{key} is {what}{hint}")
+        if isinstance(wanted, dict):
+            check_card_shape(value, wanted, where, f"{prefix}{key}.")
+
+
+def plain_name(name: str, where: Path | str, what: str) -> str:
+    """``name`` if it names a file inside its folder (no separator, not . or ..), else
+    BadModelError: paths read from a card never leave the model directory."""
+    if not name or "/" in name or "\\" in name or name in (".", "..") or "\0" in name:
+        raise BadModelError(f"{where}: {what} {name!r} must be a file name inside the model "
+                            "directory")
+    return name
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, hex."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def checked_model_file(directory: Path, card: dict) -> Path:
+    """The booster file a card names, after checking it is the one saved with the card:
+    the libraries trust their files, and a truncated LightGBM model.txt crashes the
+    process (SIGSEGV) instead of raising."""
+    where = directory / CARD_FILE
+    path = directory / plain_name(card["model_file"], where, "model_file")
+    try:
+        found = file_sha256(path)
+    except FileNotFoundError:
+        raise BadModelError(f"{path}: model file missing; retrain the model or copy the whole "
+                            "model directory") from None
+    except OSError as exc:
+        raise BadModelError(f"{path}: model file cannot be read ({exc.strerror})") from None
+    if found != card["model_sha256"]:
+        raise BadModelError(f"{path}: model file is not the one saved with {where} (sha256 "
+                            f"{found[:16]}..., card says {card['model_sha256'][:16]}...): "
+                            "truncated, altered or copied from another model; retrain it")
+    return path
 
 
 def write_card(directory: Path, card: dict) -> None:
@@ -61,8 +149,17 @@ class Ranker:
         """The ranker saved in a directory; ``card`` when its card is read already."""
         directory = Path(directory)
         card = read_card(directory) if card is None else card
-        booster = get_library(card["library"]).load(directory / card["model_file"])
-        return cls(card=card, booster=booster, directory=directory)
+        library = get_library(card["library"])
+        booster = library.load(checked_model_file(directory, card))
+        names = library.feature_names(booster)
+        if names != card["features"]["names"]:
+            raise BadModelError(f"{directory / CARD_FILE}: the card's "
+                                f"{len(card['features']['names'])} feature names are not the "
+                                f"{len(names)} the booster was trained on, in its order; the "
+                                "card was altered")
+        ranker = cls(card=card, booster=booster, directory=directory)
+        ranker._gnn_source()  # refuses a weights path outside the directory now, not later
+        return ranker
 
     @property
     def library(self) -> BoosterLibrary:
@@ -76,7 +173,12 @@ class Ranker:
     def feature_spec(self) -> FeatureSpec:
         """The spec to featurize new graphs with; its hash is the one the model saw."""
         features = self.card["features"]
-        spec = FeatureSpec.from_dict({**features, "gnn": self._gnn_source()})
+        try:
+            spec = FeatureSpec.from_dict({**features, "gnn": self._gnn_source()})
+            spec.hash  # noqa: B018 (families or k of the wrong type fail here)
+        except (TypeError, ValueError) as exc:
+            raise BadModelError(f"{self.directory}: card field features is malformed "
+                                f"({exc})") from None
         if spec.hash != features["hash"]:
             raise MismatchError(f"model's feature spec (hash {features['hash']}) "
                                 f"is not this xlarank's (hash {spec.hash}); retrain the model")
@@ -118,9 +220,14 @@ class Ranker:
     def _gnn_source(self) -> str | None:
         """The gnn weights the features need: random:SEED, or a file's full path."""
         source = self.card["features"].get("gnn")
-        if source is None or source.startswith("random:") or Path(source).is_absolute():
+        if source is not None and not isinstance(source, str):
+            raise BadModelError(f"card field features.gnn must be a string, not {source!r}")
+        if source is None or source.startswith("random:") or self.directory is None:
             return source
-        return str((self.directory or Path(".")) / source)
+        # A saved model keeps its weights beside the card (`save`): a card naming any
+        # other path is refused, so it cannot make xlarank read files outside the model.
+        where = self.directory / CARD_FILE
+        return str(self.directory / plain_name(source, where, "features.gnn"))
 
     def save(self, directory: str | Path) -> Path:
         """Write model file and card (and trained gnn weights, copied beside them, so the
@@ -130,6 +237,8 @@ class Ranker:
         source = self._gnn_source() if "gnn" in card["features"]["families"] else None
         with atomic_dir(directory) as tmp:
             self.library.save(self.booster, tmp / card["model_file"])
+            # Checked at load (`checked_model_file`) before the library reads the file.
+            card = {**card, "model_sha256": file_sha256(tmp / card["model_file"])}
             if source is not None and not source.startswith("random:"):
                 shutil.copyfile(source, tmp / GNN_WEIGHTS_FILE)
                 card = {**card, "features": {**card["features"], "gnn": GNN_WEIGHTS_FILE}}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import platform
 import time
+import warnings
 import zlib
 from dataclasses import asdict
 
@@ -21,7 +22,7 @@ import pandas as pd
 
 from xlarank import __version__
 from xlarank.data.collections import Collection, get_collection
-from xlarank.errors import MismatchError, XlarankError
+from xlarank.errors import MismatchError, XlarankError, XlarankWarning
 from xlarank.frame import FrameMeta, group_sizes
 from xlarank.rank.boosters import get_library
 from xlarank.rank.labels import log_slowdown, relevance_grades
@@ -30,11 +31,13 @@ from xlarank.rank.spec import RankerSpec
 from xlarank.target import ranking_target
 
 
-def check_trainable(meta: FrameMeta, spec: RankerSpec,
-                    runtime: np.ndarray | None = None) -> Collection:
+def check_trainable(meta: FrameMeta, spec: RankerSpec, runtime: np.ndarray | None = None,
+                    graph_ids: np.ndarray | None = None) -> Collection:
     """The frame's collection, after refusing frames this spec cannot train on: frames of
     another feature spec and, given the frame's runtimes (n_rows,), frames without rows
-    or without runtimes (a test split)."""
+    or without runtimes (a test split). Given also each row's graph id (n_rows,), a frame
+    where no graph has two configs of different runtimes is refused, and one where some
+    graphs have none gets an `XlarankWarning`: such a graph teaches no ranking."""
     if meta.spec["name"] != spec.features:
         raise MismatchError(f"frame has feature spec {meta.spec['name']!r}, booster spec "
                             f"{spec.name!r} wants {spec.features!r}")
@@ -44,6 +47,18 @@ def check_trainable(meta: FrameMeta, spec: RankerSpec,
             raise XlarankError("the training frame has no rows")
         if not (runtime > 0).any():
             raise MismatchError("the training frame has no runtimes (all zero: a test split?)")
+    if runtime is not None and graph_ids is not None:
+        distinct = pd.Series(runtime).groupby(graph_ids, sort=False).nunique()
+        flat = int((distinct < 2).sum())
+        if flat == len(distinct):
+            raise XlarankError(
+                f"the training frame's {len(distinct)} graph(s) each have one distinct config "
+                "or all-equal runtimes: there is no ranking to learn; featurize more graphs "
+                "(or --no-dedup if duplicates were merged)")
+        if flat:
+            warnings.warn(f"{flat} of {len(distinct)} training graphs have one distinct "
+                          "config or all-equal runtimes; they teach the ranker nothing",
+                          XlarankWarning, stacklevel=2)
     return collection
 
 
@@ -115,7 +130,8 @@ def train_ranker(frame: pd.DataFrame, meta: FrameMeta, spec: RankerSpec,
     At most ``spec.max_configs_per_graph`` configs per graph are drawn (seeded) for
     training. ``threads`` 0 lets the booster choose.
     """
-    collection = check_trainable(meta, spec, frame["runtime"].to_numpy())
+    collection = check_trainable(meta, spec, frame["runtime"].to_numpy(),
+                                 frame["graph_id"].to_numpy())
     names = meta.feature_names
     x, labels, sizes = training_arrays(frame, names, collection.is_tile, spec)
     started = time.perf_counter()

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+from xlarank.atomic import check_output
 from xlarank.data.collections import get_collection
 from xlarank.distributed import engine_client, train_ranker_dask
 from xlarank.errors import XlarankError
@@ -21,7 +22,7 @@ from xlarank.evaluate import mean_metrics
 from xlarank.frame import read_frame, read_meta
 from xlarank.rank.ensemble import load_training_plan, train_ensemble
 from xlarank.rank.model import Model
-from xlarank.rank.ranker import Ranker
+from xlarank.rank.ranker import CARD_FILE, Ranker
 from xlarank.rank.spec import RankerSpec
 from xlarank.rank.train import train_ranker
 from xlarank.specs import default_booster_spec, spec_path
@@ -79,6 +80,7 @@ def train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
         collection, or a bad engine choice.
     """
     frame_path = Path(frame_path)
+    check_output(out_dir, "dir", marker=CARD_FILE)
     meta = read_meta(frame_path)
     spec_paths = ([spec_path(p, "booster") for p in spec_paths] if spec_paths
                   else [default_booster_spec(get_collection(meta.collection).slug)])

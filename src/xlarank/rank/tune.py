@@ -22,7 +22,7 @@ import pandas as pd
 from sklearn.model_selection import ParameterSampler
 
 from xlarank import specs
-from xlarank.atomic import atomic_path, write_text_atomic
+from xlarank.atomic import atomic_path, check_output, write_text_atomic
 from xlarank.data.collections import get_collection
 from xlarank.errors import XlarankError
 from xlarank.evaluate import headline, headline_metric
@@ -135,6 +135,9 @@ def tune_spec_file(train_path: str | Path, valid_path: str | Path, spec_path: st
     XlarankError
         A bad spec, or frames that the spec cannot train on or that do not match.
     """
+    for output in (out, log):
+        if output is not None:
+            check_output(output)
     start_spec = load_ranker_spec(specs.spec_path(spec_path, "booster"))
     train_table, meta = read_frame(train_path)
     valid_table, valid_meta = read_frame(valid_path)
