@@ -663,3 +663,26 @@ def test_eval_indices_that_miss_graphs_warn(tile_frames, tmp_path, models):
     assert result.exit_code == 0, result.stderr
     assert (f"warning: the eval indices list no configs for {graphs - 1} of the frame's "
             f"{graphs} graphs") in result.stderr
+
+
+# ---------------------------------------------------------------- specs of another collection
+
+@pytest.mark.parametrize("slug", [c.slug for c in COLLECTIONS])
+def test_a_collections_spec_refuses_a_frame_of_another(frames, repo_specs, slug):
+    from xlarank.errors import MismatchError
+
+    other = "layout-xla-random" if slug == "tile-xla" else "tile-xla"
+    table, meta = read_frame(frames["default", other, "train"])
+    spec = small(load_ranker_spec(repo_specs.models(slug)))
+    assert spec.collections == [get_collection(slug).id]
+    with pytest.raises(MismatchError, match=rf"frame is of {re.escape(get_collection(other).id)}"
+                       rf", booster spec 'xlarank' is made for"):
+        train_ranker(table, meta, spec)
+
+
+@pytest.mark.parametrize("value", ['"tile:xla"', '["tile-xla"]', "[1]", '["layout:xla"]'])
+def test_spec_collections_must_be_collection_ids(tmp_path, value):
+    path = tmp_path / "spec.toml"
+    path.write_text(f'features = "default"\ncollections = {value}\n')
+    with pytest.raises(SpecError, match=r"collections must be a list of collection ids"):
+        load_ranker_spec(path)

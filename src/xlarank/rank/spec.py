@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xlarank.data.collections import COLLECTIONS
 from xlarank.errors import SpecError
 from xlarank.files import read_structured
 from xlarank.rank.boosters import BOOSTERS
 from xlarank.rank.labels import N_GRADES
 
 MAX_GRADES = 1000
+COLLECTION_IDS = tuple(c.id for c in COLLECTIONS)
 # LightGBM refuses queries of more than 10,000 rows; the bound holds for every library.
 MAX_GROUP_ROWS = 10_000
 # Every budget is bounded. The repo's specs train 100-500 rounds at learning rates of
@@ -37,6 +39,9 @@ class RankerSpec:
     seed: int = 0
     # Relevance grades per graph (quantiles of runtime); gains are linear in the grade.
     grades: int = N_GRADES
+    # The collections (ids such as "tile:xla") the spec was made for; training refuses a
+    # frame of another. Empty: any collection (the objective specs).
+    collections: list = field(default_factory=list)
     params: dict = field(default_factory=dict)
 
     @property
@@ -74,6 +79,10 @@ def load_ranker_spec(path: str | Path) -> RankerSpec:
                    MAX_GROUP_ROWS)
     _check_integer(path, "seed", spec.seed, *SEEDS)
     _check_integer(path, "grades", spec.grades, 2, MAX_GRADES)
+    if not isinstance(spec.collections, list) or not all(
+            isinstance(c, str) and c in COLLECTION_IDS for c in spec.collections):
+        raise SpecError(f"{path}: collections must be a list of collection ids "
+                        f"({', '.join(COLLECTION_IDS)}), not {spec.collections!r}")
     if not isinstance(spec.params, dict):
         raise SpecError(f"{path}: params must be a table ([params]), not {spec.params!r}")
     library.check_params(spec.params, str(path), spec.grades)

@@ -34,7 +34,7 @@ from xlarank.target import ranking_target
 def check_trainable(meta: FrameMeta, spec: RankerSpec, runtime: np.ndarray | None = None,
                     graph_ids: np.ndarray | None = None) -> Collection:
     """The frame's collection, after refusing frames this spec cannot train on: frames of
-    another feature spec and, given the frame's runtimes (n_rows,), frames without rows
+    another feature spec or of a collection the spec is not made for and, given the frame's runtimes (n_rows,), frames without rows
     or without runtimes (a test split). Given also each row's graph id (n_rows,), a frame
     where no graph has two configs of different runtimes is refused, and one where some
     graphs have none gets an `XlarankWarning`: such a graph teaches no ranking."""
@@ -42,6 +42,9 @@ def check_trainable(meta: FrameMeta, spec: RankerSpec, runtime: np.ndarray | Non
         raise MismatchError(f"frame has feature spec {meta.spec['name']!r}, booster spec "
                             f"{spec.name!r} wants {spec.features!r}")
     collection = get_collection(meta.collection)
+    if spec.collections and collection.id not in spec.collections:
+        raise MismatchError(f"frame is of {collection.id}, booster spec {spec.name!r} is made "
+                            f"for {', '.join(spec.collections)}")
     if runtime is not None:
         if len(runtime) == 0:
             raise XlarankError("the training frame has no rows")
