@@ -35,9 +35,10 @@ def check_trainable(meta: FrameMeta, spec: RankerSpec, runtime: np.ndarray | Non
                     graph_ids: np.ndarray | None = None) -> Collection:
     """The frame's collection, after refusing frames this spec cannot train on: frames of
     another feature spec or of a collection the spec is not made for and, given the
-    frame's runtimes (n_rows,), frames without rows or without runtimes (a test split). Given also each row's graph id (n_rows,), a frame
-    where no graph has two configs of different runtimes is refused, and one where some
-    graphs have none gets an `XlarankWarning`: such a graph teaches no ranking."""
+    frame's runtimes (n_rows,), frames without rows or without runtimes (a test split).
+    Given also each row's graph id (n_rows,), a frame where no graph has two configs of
+    different runtimes is refused, and one where some graphs have none gets an
+    `XlarankWarning`: such a graph teaches no ranking."""
     if meta.spec["name"] != spec.features:
         raise MismatchError(f"frame has feature spec {meta.spec['name']!r}, booster spec "
                             f"{spec.name!r} wants {spec.features!r}")
