@@ -22,7 +22,8 @@ OBJECTIVE_SPECS = REPO_SPECS.objectives()
 
 def test_every_objective_spec_is_listed_and_loads():
     names = {load_ranker_spec(p).objective for p in OBJECTIVE_SPECS}
-    assert names == {"lambdarank", "rank_xendcg", "regression", "rank:pairwise", "rank:ndcg"}
+    assert names == {"lambdarank", "rank_xendcg", "regression", "rank:pairwise", "rank:ndcg",
+                     "squared_error"}
     assert all(o in sum((b.objectives for b in BOOSTERS.values()), ()) for o in names)
 
 

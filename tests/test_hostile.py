@@ -309,8 +309,7 @@ def test_commands_refuse_special_outputs_before_work(cli_outputs, tmp_path, monk
     out = special(kind, tmp_path / "out")
     before = snapshot(out)
     # The check comes before the work: a command that trains or scores has failed it.
-    monkeypatch.setattr("xlarank.rank.train.train_ranker", refuse_work)
-    monkeypatch.setattr("xlarank.score.featurize_graph", refuse_work)
+    refuse_all_work(monkeypatch)
     one_error_line(run(*args, out), str(out))
     assert snapshot(out) == before
     assert not list(tmp_path.glob(".out*")), "no temporary or parts folder left behind"
@@ -318,6 +317,16 @@ def test_commands_refuse_special_outputs_before_work(cli_outputs, tmp_path, monk
 
 def refuse_work(*args, **kwargs):
     raise AssertionError("work started before the output was checked")
+
+
+def refuse_all_work(monkeypatch) -> None:
+    # Patched where each command calls it: train_specs binds train_ranker at import, so
+    # patching xlarank.rank.train alone would leak into a train_specs first imported here.
+    import xlarank.rank.train_specs  # noqa: F401 (imported before it is patched)
+
+    for where in ("xlarank.rank.train.train_ranker", "xlarank.rank.train_specs.train_ranker",
+                  "xlarank.score.featurize_graph"):
+        monkeypatch.setattr(where, refuse_work)
 
 
 @pytest.mark.parametrize("command", ["score", "featurize", "evaluate", "train", "report"])
@@ -332,8 +341,7 @@ def test_read_only_output_folder_fails_before_work(cli_outputs, tmp_path, monkey
     monkeypatch.setattr("xlarank.atomic.os.access",
                         lambda path, mode, **kw: False if Path(path) == folder
                         else real_access(path, mode, **kw))
-    monkeypatch.setattr("xlarank.rank.train.train_ranker", refuse_work)
-    monkeypatch.setattr("xlarank.score.featurize_graph", refuse_work)
+    refuse_all_work(monkeypatch)
     one_error_line(run(*args, folder / "out"), "cannot write in", str(folder))
 
 

@@ -57,7 +57,7 @@ def test_use_threads_sets_numba_and_what_the_boosters_get(monkeypatch):
     assert threads.use_threads(None) == 1 and numba.get_num_threads() == 1
 
 
-@pytest.mark.parametrize("library", sorted(BOOSTERS))
+@pytest.mark.parametrize("library", ["lightgbm", "xgboost"])
 def test_boosters_train_on_the_chosen_count(repo_specs, library):
     spec = load_ranker_spec(repo_specs.models("tile-xla" if library == "lightgbm"
                                               else "baseline"))
@@ -66,6 +66,17 @@ def test_boosters_train_on_the_chosen_count(repo_specs, library):
     threads.use_threads(1)
     assert adapter.params(spec, 0)[key] == 1
     assert adapter.params(spec, 3)[key] == 3
+
+
+def test_sklearn_runs_its_openmp_threads_on_the_chosen_count():
+    from sklearn.ensemble import HistGradientBoostingRegressor  # noqa: F401 (loads OpenMP)
+    from threadpoolctl import threadpool_info
+
+    threads.use_threads(1)
+    with BOOSTERS["sklearn"]._threads(None):
+        counts = {pool["num_threads"] for pool in threadpool_info()
+                  if pool["user_api"] == "openmp"}
+    assert counts == {1}
 
 
 @pytest.mark.parametrize("library, key", [

@@ -513,9 +513,121 @@ class XGBoost(BoosterLibrary):
         return list(booster.feature_names or [])
 
 
+class SKLearn(BoosterLibrary):
+    """scikit-learn's HistGradientBoostingRegressor, pointwise on log slowdown: the booster
+    of the published "GNN vs trees" hybrid. It has no ranking objective and no Dask
+    training; its OpenMP threads are set with threadpoolctl around fit and predict. The
+    model file is a pickle (scikit-learn's own way to save an estimator): the card's
+    checksum refuses a changed file, but load only models you trust."""
+
+    name = "sklearn"
+    objectives = ("squared_error",)
+    pointwise = ("squared_error",)
+    model_file = "model.pkl"
+    # HistGradientBoostingRegressor's documented parameters that a booster spec may need.
+    # Early stopping is off: it would hold out a random tenth of the rows, not whole graphs.
+    known_params = {
+        "learning_rate": number(0, low_open=True),
+        "max_leaf_nodes": integer(2, MAX_LEAVES),
+        "max_depth": integer(1, MAX_DEPTH),
+        "min_samples_leaf": integer(1),
+        "l2_regularization": number(0),
+        "max_features": number(0, 1, low_open=True),
+        "max_bins": integer(2, 255),
+    }
+    spec_field_params = {"loss": "objective", "max_iter": "num_rounds",
+                         "random_state": "seed"}
+    param_aliases = {"num_leaves": "max_leaf_nodes", "min_data_in_leaf": "min_samples_leaf",
+                     "lambda_l2": "l2_regularization"}
+
+    @property
+    def version(self) -> str:
+        import sklearn
+
+        return sklearn.__version__
+
+    def params(self, spec: TrainingSpec, threads: int | None) -> dict:
+        """As the base class says; the thread count is not a parameter here (`fit`)."""
+        return {"loss": spec.objective, "max_iter": spec.num_rounds,
+                "random_state": spec.seed, "early_stopping": False, **spec.params}
+
+    def search_space(self) -> dict:
+        from scipy.stats import loguniform, uniform
+
+        return {
+            "num_rounds": [100, 200, 300, 500],
+            "learning_rate": loguniform(0.02, 0.2),
+            "max_leaf_nodes": [15, 31, 63, 127],
+            "min_samples_leaf": [5, 10, 20, 50],
+            "l2_regularization": uniform(0.0, 1.0),
+            "max_features": uniform(0.5, 0.5),
+        }
+
+    @staticmethod
+    def _threads(threads: int | None):
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(limits=threads or chosen_threads(), user_api="openmp")
+
+    def fit(self, x, labels, sizes, names, spec, threads):
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
+        model = HistGradientBoostingRegressor(**self.params(spec, threads))
+        with self._threads(threads):
+            # A frame with column names, so the model keeps them (feature_names_in_).
+            return model.fit(pd.DataFrame(x, columns=names, copy=False), labels)
+
+    def fit_dask(self, client, data, names, spec, threads_per_worker):
+        raise XlarankError("the sklearn booster trains in one process: use --engine local")
+
+    def predict(self, booster, x, names, rounds):
+        frame = pd.DataFrame(x, columns=names, copy=False)
+        with self._threads(None):
+            if rounds is None or rounds >= booster.n_iter_:
+                return np.asarray(booster.predict(frame), dtype=np.float64)
+            for done, scores in enumerate(booster.staged_predict(frame), start=1):
+                if done == rounds:
+                    return np.asarray(scores, dtype=np.float64)
+        raise XlarankError(f"rounds must be at least 1, not {rounds}")
+
+    def rounds(self, booster) -> int:
+        return int(booster.n_iter_)
+
+    def importance(self, booster, names):
+        # The estimator offers no importance; each tree's split nodes hold their gain.
+        gain = np.zeros(len(booster.feature_names_in_))
+        for trees in booster._predictors:
+            for tree in trees:
+                split = tree.nodes[tree.nodes["is_leaf"] == 0]
+                np.add.at(gain, split["feature_idx"], split["gain"])
+        return pd.Series(gain, index=list(booster.feature_names_in_), dtype=np.float64)
+
+    def save(self, booster, path):
+        import pickle
+
+        path.write_bytes(pickle.dumps(booster, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def load(self, path):
+        import pickle
+
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
+        try:
+            booster = pickle.loads(Path(path).read_bytes())
+        except Exception as exc:  # a pickle can fail in many ways; all mean a bad file
+            raise BadModelError(f"{path}: scikit-learn cannot read it ({exc})") from None
+        if not isinstance(booster, HistGradientBoostingRegressor):
+            raise BadModelError(f"{path}: not a HistGradientBoostingRegressor but "
+                                f"{type(booster).__name__}")
+        return booster
+
+    def feature_names(self, booster) -> list[str]:
+        return [str(n) for n in getattr(booster, "feature_names_in_", [])]
+
+
 # In the order error messages list them.
 BOOSTERS: dict[str, BoosterLibrary] = {adapter.name: adapter
-                                       for adapter in (LightGBM(), XGBoost())}
+                                       for adapter in (LightGBM(), XGBoost(), SKLearn())}
 
 
 def get_library(name: str) -> BoosterLibrary:
