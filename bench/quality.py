@@ -16,7 +16,14 @@ models/objectives/, the collection's ensemble (models/ensembles/<collection>.tom
 members' seeds offset by the run's seed; per-graph min-max normalized scores averaged), and
 the peers: the config-aggregates-only XGBoost pairwise
 ranker (models/baseline.toml on features/baseline.toml), random order, and "keep the
-default layout" (layout only).
+default layout" (layout only). The published systems xlarank descends from (issue 16): the
+default booster with the closed-form graph metrics added (features/graph-metrics.toml),
+and the "GNN vs trees" hybrid: graph metrics plus trained gnn columns into scikit-learn's
+HistGradientBoostingRegressor (models/objectives/sklearn-hgb.toml).
+
+Costs per system: training seconds (mean over seeds), the featurize seconds of its feature
+spec, and the peak of Python-tracked memory (numpy and pandas buffers, by tracemalloc;
+the boosters' own C++ memory is not counted) of one untimed fit.
 
     python bench/quality.py DATA --samples ../shared/tpugraphs --out bench/results/quality.json
 """
@@ -52,6 +59,36 @@ GNN_NAME = "xlarank default + gnn columns (random weights)"
 GNN_SPEC = load_feature_spec(ROOT / "features" / "default.toml").with_gnn("random:0")
 TRAINED_GNN_NAME = "xlarank default + gnn columns (trained weights)"
 GNN_EPOCHS = 5
+GM_SPEC = load_feature_spec(ROOT / "features" / "graph-metrics.toml")
+GM_NAME = "xlarank default + graph_metrics"
+HYBRID_NAME = "hybrid: graph_metrics + gnn (trained) + HistGradientBoosting"
+HYBRID_FEATURES = "hybrid"
+
+
+def hybrid_spec(weights: str):
+    """The hybrid's features: the default families, graph_metrics and the gnn columns of
+    the given weights."""
+    return dataclasses.replace(GM_SPEC.with_gnn(weights), name=HYBRID_FEATURES)
+
+
+def traced_peak_mb(fn) -> float:
+    """Peak Python-tracked memory (MB) while fn() runs."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def fit_memory(train: dict, specs: dict) -> dict:
+    """{system: peak traced MB of one fit} (`traced_peak_mb`)."""
+    def one(spec):
+        table, meta = train[spec.features]
+        return traced_peak_mb(lambda: train_ranker(table, meta, spec))
+    return {system: round(one(spec), 1) for system, spec in specs.items()}
 
 
 def evaluate_seed(train: dict, valid: dict, specs: dict, ensemble: tuple, seed: int,
@@ -104,6 +141,11 @@ def system_specs(collection_slug: str | None, trained_gnn: str | None = None) ->
         if trained_gnn is not None:
             specs[TRAINED_GNN_NAME] = dataclasses.replace(specs[DEFAULT_NAME],
                                                           features=trained_gnn)
+        specs[GM_NAME] = dataclasses.replace(specs[DEFAULT_NAME], features=GM_SPEC.name)
+        if trained_gnn is not None:
+            specs[HYBRID_NAME] = dataclasses.replace(
+                load_ranker_spec(ROOT / "models" / "objectives" / "sklearn-hgb.toml"),
+                features=HYBRID_FEATURES)
     for path in OBJECTIVES:
         specs[f"objective: {path.stem}"] = load_ranker_spec(path)
     specs[BASELINE_NAME] = load_ranker_spec(ROOT / "models" / "baseline.toml")
@@ -112,7 +154,7 @@ def system_specs(collection_slug: str | None, trained_gnn: str | None = None) ->
 
 def synthetic(data: Path, work: Path, seeds: list[int]) -> list[dict]:
     feature_specs = [load_feature_spec(ROOT / "features" / f"{n}.toml")
-                     for n in ("default", "baseline")] + [GNN_SPEC]
+                     for n in ("default", "baseline")] + [GNN_SPEC, GM_SPEC]
     results = []
     for collection in COLLECTIONS:
         frames = {}
@@ -124,21 +166,28 @@ def synthetic(data: Path, work: Path, seeds: list[int]) -> list[dict]:
         save_weights(weights, weights_path)
         trained_spec = dataclasses.replace(GNN_SPEC.with_gnn(str(weights_path.resolve())),
                                            name="default+gnn-trained")
+        featurize_seconds = {}
         for split in ("train", "valid"):
-            for spec in feature_specs + [trained_spec]:
+            for spec in feature_specs + [trained_spec,
+                                         hybrid_spec(str(weights_path.resolve()))]:
                 path = work / spec.name / collection.slug / f"{split}.parquet"
+                started = time.perf_counter()
                 featurize_files(split_files(data, collection, split), path, collection, split,
                                 spec)
+                featurize_seconds[spec.name] = (featurize_seconds.get(spec.name, 0.0)
+                                                + time.perf_counter() - started)
                 frames.setdefault(split, {})[spec.name] = read_frame(path)
         ensemble = load_training_plan(ROOT / "models" / "ensembles" / f"{collection.slug}.toml")
-        per_seed = [evaluate_seed(frames["train"], frames["valid"],
-                                  system_specs(collection.slug, trained_spec.name), ensemble,
+        specs = system_specs(collection.slug, trained_spec.name)
+        per_seed = [evaluate_seed(frames["train"], frames["valid"], specs, ensemble,
                                   seed, collection.is_tile)
                     for seed in seeds]
         row = {"collection": collection.id, "metric": headline_metric(collection.is_tile),
                "gnn_training": {"epochs": GNN_EPOCHS, "seconds": round(gnn_seconds, 1),
                                 "pairwise_loss_per_epoch": [round(x, 4) for x in history]},
                "valid_graphs": int(frames["valid"]["default"][0]["graph_id"].nunique()),
+               "featurize_seconds": {k: round(v, 2) for k, v in featurize_seconds.items()},
+               "fit_peak_traced_mb": fit_memory(frames["train"], specs),
                "systems": spread(per_seed)}
         results.append(row)
         print(json.dumps({"collection": row["collection"], **{
@@ -153,7 +202,7 @@ def unet3d(samples: Path, work: Path, seeds: list[int]) -> dict:
     graph = load_graph(path)
     blocks, metas = {}, {}
     for spec in [load_feature_spec(ROOT / "features" / f"{name}.toml")
-                 for name in ("default", "baseline")] + [GNN_SPEC]:
+                 for name in ("default", "baseline")] + [GNN_SPEC, GM_SPEC]:
         name = spec.name
         # One row per distinct config, so no config sits on both sides of the split.
         blocks[name] = featurize_graph(graph, spec, dedup=True)
@@ -172,11 +221,12 @@ def unet3d(samples: Path, work: Path, seeds: list[int]) -> dict:
         save_weights(weights, weights_path)
         trained_spec = dataclasses.replace(GNN_SPEC.with_gnn(str(weights_path.resolve())),
                                            name="default+gnn-trained")
-        seed_blocks = {**blocks, trained_spec.name: featurize_graph(graph, trained_spec,
-                                                                    dedup=True)}
-        seed_metas = {**metas, trained_spec.name: FrameMeta(
-            collection=collection.id, split="train", spec=trained_spec.to_dict(),
-            feature_names=list(seed_blocks[trained_spec.name].columns[4:]), dedup=True)}
+        seed_blocks, seed_metas = dict(blocks), dict(metas)
+        for spec in (trained_spec, hybrid_spec(str(weights_path.resolve()))):
+            seed_blocks[spec.name] = featurize_graph(graph, spec, dedup=True)
+            seed_metas[spec.name] = FrameMeta(
+                collection=collection.id, split="train", spec=spec.to_dict(),
+                feature_names=list(seed_blocks[spec.name].columns[4:]), dedup=True)
         train = {k: (b.iloc[halves[0]].reset_index(drop=True), seed_metas[k])
                  for k, b in seed_blocks.items()}
         valid = {k: (b.iloc[halves[1]].reset_index(drop=True), seed_metas[k])
@@ -192,7 +242,9 @@ def unet3d(samples: Path, work: Path, seeds: list[int]) -> dict:
     print(json.dumps({"unet3d": {k: round(v["mean"], 4) for k, v in
                                  result["systems"].items()}}), flush=True)
     for key, name in (("gnn_random_minus_default", GNN_NAME),
-                      ("gnn_trained_minus_default", TRAINED_GNN_NAME)):
+                      ("gnn_trained_minus_default", TRAINED_GNN_NAME),
+                      ("graph_metrics_minus_default", GM_NAME),
+                      ("hybrid_minus_default", HYBRID_NAME)):
         result[key] = round(result["systems"][name]["mean"]
                             - result["systems"][DEFAULT_NAME]["mean"], 4)
     return result
@@ -219,7 +271,12 @@ def targets(results: list[dict]) -> list[dict]:
                                                          - systems[DEFAULT_NAME]["mean"], 4),
                        "gnn_trained_minus_default": round(
                            systems[TRAINED_GNN_NAME]["mean"] - systems[DEFAULT_NAME]["mean"],
-                           4)})
+                           4),
+                       **{f"{key}_minus_default": round(systems[name]["mean"]
+                                                        - systems[DEFAULT_NAME]["mean"], 4)
+                          for key, name in (("graph_metrics", GM_NAME),
+                                            ("hybrid", HYBRID_NAME))},
+                       "default_sd": round(systems[DEFAULT_NAME]["sd"], 4)})
     return checks
 
 
