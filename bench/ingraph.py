@@ -11,6 +11,10 @@ Rows:
 - rank-graph: `xlarank.rank_graph` (raw config columns + graph-local features);
 - rank-graph --prior MODEL: the same plus a cross-graph model's score (only with --prior;
   the model of the file's collection under that folder);
+- rank-graph + gnn: the same plus the gnn embedding columns (random weights, no training;
+  issue 16). graph_metrics has no row here: its values are one per graph, constant inside
+  a graph, so in-graph it adds nothing by construction (bench/quality.py compares it
+  across graphs and on unet3d's default pipeline);
 - default pipeline in-graph: models/<collection>.toml on features/default.toml, trained
   on the measured distinct configs as if they were a training split;
 - peer: raw config columns, LGBMRegressor (300 trees, learning rate 0.05, 31 leaves,
@@ -38,7 +42,7 @@ from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.frame import FrameMeta
-from xlarank.rank.ingraph import rank_graph
+from xlarank.rank.ingraph import IN_GRAPH_SPEC, rank_graph
 from xlarank.rank.model import load_model
 from xlarank.rank.spec import load_ranker_spec
 from xlarank.rank.train import train_ranker
@@ -50,6 +54,8 @@ PEER_PARAMS = dict(n_estimators=300, learning_rate=0.05, num_leaves=31, min_chil
                    verbose=-1)
 RANK_GRAPH = "rank-graph"
 PRIOR = "rank-graph --prior"
+WITH_GNN = "rank-graph + gnn (random weights)"
+GNN_IN_GRAPH_SPEC = IN_GRAPH_SPEC.with_gnn("random:0")
 PIPELINE = "default pipeline in-graph"
 PEER = "peer: raw config columns (LGBMRegressor)"
 RANDOM = "random"
@@ -125,6 +131,12 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
             by_index = ranked.set_index("config_index")["score"]
             scores[RANK_GRAPH] = (by_index.reindex(first[test]).to_numpy(),
                                   time.perf_counter() - started)
+            started = time.perf_counter()
+            ranked = rank_graph(graph, measured, seed=seed, threads=THREADS,
+                                spec=GNN_IN_GRAPH_SPEC)
+            by_index = ranked.set_index("config_index")["score"]
+            scores[WITH_GNN] = (by_index.reindex(first[test]).to_numpy(),
+                                time.perf_counter() - started)
             if prior is not None:
                 started = time.perf_counter()
                 ranked = rank_graph(graph, measured, prior=prior, seed=seed, threads=THREADS)
