@@ -29,7 +29,8 @@ from xlarank.rank.boosters import BoosterLibrary, get_library
 # Bump when the saved layout changes; a card of a higher format is refused.
 MODEL_FORMAT = 1
 CARD_FILE = "card.json"
-GNN_WEIGHTS_FILE = "gnn_weights.npz"
+# Trained weights of an embedding family, copied beside the model: family to file name.
+WEIGHTS_FILES = {"gnn": "gnn_weights.npz", "gru": "gru_weights.npz"}
 
 
 def read_card(directory: Path) -> dict:
@@ -76,7 +77,8 @@ class Ranker:
     def feature_spec(self) -> FeatureSpec:
         """The spec to featurize new graphs with; its hash is the one the model saw."""
         features = self.card["features"]
-        spec = FeatureSpec.from_dict({**features, "gnn": self._gnn_source()})
+        spec = FeatureSpec.from_dict({**features, **{family: self._weights_source(family)
+                                                     for family in WEIGHTS_FILES}})
         if spec.hash != features["hash"]:
             raise MismatchError(f"model's feature spec (hash {features['hash']}) "
                                 f"is not this xlarank's (hash {spec.hash}); retrain the model")
@@ -115,24 +117,26 @@ class Ranker:
         gain = self.library.importance(self.booster, self.feature_names)
         return gain.sort_values(ascending=False)
 
-    def _gnn_source(self) -> str | None:
-        """The gnn weights the features need: random:SEED, or a file's full path."""
-        source = self.card["features"].get("gnn")
+    def _weights_source(self, family: str) -> str | None:
+        """The family's weights the features need: random:SEED, or a file's full path."""
+        source = self.card["features"].get(family)
         if source is None or source.startswith("random:") or Path(source).is_absolute():
             return source
         return str((self.directory or Path(".")) / source)
 
     def save(self, directory: str | Path) -> Path:
-        """Write model file and card (and trained gnn weights, copied beside them, so the
-        model scores without the original file); the directory is replaced whole."""
+        """Write model file and card (and trained gnn or gru weights, copied beside them, so
+        the model scores without the original file); the directory is replaced whole."""
         directory = Path(directory)
         card = self.card
-        source = self._gnn_source() if "gnn" in card["features"]["families"] else None
         with atomic_dir(directory) as tmp:
             self.library.save(self.booster, tmp / card["model_file"])
-            if source is not None and not source.startswith("random:"):
-                shutil.copyfile(source, tmp / GNN_WEIGHTS_FILE)
-                card = {**card, "features": {**card["features"], "gnn": GNN_WEIGHTS_FILE}}
+            for family, name in WEIGHTS_FILES.items():
+                source = (self._weights_source(family)
+                          if family in card["features"]["families"] else None)
+                if source is not None and not source.startswith("random:"):
+                    shutil.copyfile(source, tmp / name)
+                    card = {**card, "features": {**card["features"], family: name}}
             write_card(tmp, card)
         self.card, self.directory = card, directory
         return directory
