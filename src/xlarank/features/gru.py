@@ -86,6 +86,7 @@ GRU_WEIGHT_SHAPES = {
     "tile_input_bias": (3 * GRU_HIDDEN,),
 }
 
+
 def gru_column_names(is_tile: bool) -> list[str]:
     """The GRU's last hidden state; layout, then the mean of its states over the config
     steps (tile has one such step)."""
@@ -104,7 +105,8 @@ def random_gru_weights(seed: int) -> GnnWeights:
         elif len(shape) == 1:
             arrays[key] = np.zeros(shape)
         elif key == "layout_conv":
-            arrays[key] = rng.normal(0.0, 0.5, shape)
+            # One-hot inputs: each code sums six taps (two per layout), so about unit scale.
+            arrays[key] = rng.normal(0.0, 0.4, shape)
         else:
             fan_in = int(np.prod(shape[:-1])) * (3 if key.startswith("dep") else 1)
             arrays[key] = rng.normal(0.0, 1.0 / np.sqrt(fan_in), shape)
@@ -119,8 +121,8 @@ def load_gru_weights(source: str) -> GnnWeights:
 
 def node_context(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.ndarray,
                  configurable: np.ndarray, weights: GnnWeights) -> np.ndarray:
-    """float64 (n, NODE_DIM): parts 1-3 for each node. edge_index int64 (m, 2) of
-    [consumer, producer]; configurable int64 (nc,) node ids."""
+    """float64 (n, NODE_DIM): parts 1 and 2 (with 3's flag) for each node. edge_index
+    int64 (m, 2) of [consumer, producer]; configurable int64 (nc,) node ids."""
     n = len(node_opcode)
     consumers, producers = edge_index[:, 0].copy(), edge_index[:, 1].copy()
     raw = np.zeros((n, N_NODE_INPUTS), dtype=np.float32)
@@ -202,12 +204,14 @@ class TileGruState:
                                 self.start, self.conv, self.cell)
 
 
-def gru_state(graph: TileGraph | LayoutGraph, weights: GnnWeights
+def gru_state(graph: TileGraph | LayoutGraph, weights: GnnWeights,
+              csr: tuple[np.ndarray, np.ndarray] | None = None
               ) -> LayoutGruState | TileGruState:
-    """The per-graph part of the network, ready for batches of configs."""
+    """The per-graph part of the network, ready for batches of configs; ``csr`` as
+    `prune_graph` takes it."""
     if isinstance(graph, TileGraph):
         return TileGruState(graph.node_feat, graph.node_opcode, graph.edge_index, weights)
-    pruned, _ = prune_graph(graph, CONTEXT_HOPS)
+    pruned, _ = prune_graph(graph, CONTEXT_HOPS, csr)
     return LayoutGruState(pruned.node_feat, pruned.node_opcode, pruned.edge_index,
                           pruned.node_config_ids, weights)
 

@@ -53,11 +53,13 @@ def opcode_scaled_input(raw, opcode, opcode_scale, feat_proj, bias):
             out[v, f] = bias[f]
         for k in range(f_in):
             x = np.float64(raw[v, k])
-            x = np.log1p(x) / 10.0 if x >= 0 else -np.log1p(-x) / 10.0
+            # Most inputs are zero (one-hot types, dims past the rank): skip their log1p.
+            if x == 0.0:
+                continue
+            x = np.log1p(x) / 10.0 if x > 0 else -np.log1p(-x) / 10.0
             x *= opcode_scale[opcode[v], k]
-            if x != 0.0:
-                for f in range(d):
-                    out[v, f] += x * feat_proj[k, f]
+            for f in range(d):
+                out[v, f] += x * feat_proj[k, f]
         for f in range(d):
             out[v, f] = np.tanh(out[v, f])
     return out
@@ -92,7 +94,7 @@ def layout_gru_columns(pairs, segment, heads, conv_table, start, cell):
     pairs: int16 (n_configs, nc, 9), the int8 configs (n_configs, nc, 18) viewed two
     positions at a time (little-endian: the low byte is the even position), so a pair both
     -1 is one compare. segment: int64 (nc,), each configurable node's step (0..n_steps-1,
-    topological order). heads: float64 (nc, e), each node's context. conv_table: float64
+    topological order). heads: float64 (nc, e), e = 8, each node's context. conv_table: float64
     (3, 49, e), a width-2 filter over one-hot dimension ids at the minor-most position
     pair of the output, input and kernel layouts (its channels), tabulated for each pair
     (a, b) of ids in -1..5 at row 7 * (a + 1) + b + 1; a node's config code is heads[j]
@@ -104,6 +106,8 @@ def layout_gru_columns(pairs, segment, heads, conv_table, start, cell):
     w_input, b_input, w_hidden, b_hidden = cell
     c, nc, _ = pairs.shape
     e = heads.shape[1]
+    if e != 8 or conv_table.shape[2] != 8:
+        raise ValueError("layout_gru_columns is written for codes of 8 values")
     d = start.shape[0]
     n_steps = 0
     for j in range(nc):
@@ -133,14 +137,31 @@ def layout_gru_columns(pairs, segment, heads, conv_table, start, cell):
     for i in range(c):
         step_input[:] = base
         for j in range(nc):
-            s = segment[j]
+            # The node's code in eight scalars, which stay in registers (an array's do
+            # not): this loop is most of the family's cost.
+            c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = 0.0
             for ch in range(3):
                 pair = np.int64(pairs[i, j, 3 * ch])
                 if pair != -1:
                     # Sign-extended bytes: the even position low, the odd one high.
                     row = 7 * ((((pair & 0xFF) ^ 0x80) - 0x80) + 1) + (pair >> 8) + 1
-                    for f in range(e):
-                        step_input[s, f] += heads[j, f] * delta[ch, row, f]
+                    c0 += delta[ch, row, 0]
+                    c1 += delta[ch, row, 1]
+                    c2 += delta[ch, row, 2]
+                    c3 += delta[ch, row, 3]
+                    c4 += delta[ch, row, 4]
+                    c5 += delta[ch, row, 5]
+                    c6 += delta[ch, row, 6]
+                    c7 += delta[ch, row, 7]
+            s = segment[j]
+            step_input[s, 0] += heads[j, 0] * c0
+            step_input[s, 1] += heads[j, 1] * c1
+            step_input[s, 2] += heads[j, 2] * c2
+            step_input[s, 3] += heads[j, 3] * c3
+            step_input[s, 4] += heads[j, 4] * c4
+            step_input[s, 5] += heads[j, 5] * c5
+            step_input[s, 6] += heads[j, 6] * c6
+            step_input[s, 7] += heads[j, 7] * c7
         h[:] = start
         mean[:] = 0.0
         taken = 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from xlarank.data.graph import TileGraph
 from xlarank.features.gru import gru_column_names, gru_state, load_gru_weights
 
 
@@ -20,7 +21,9 @@ class GruFamily:
         return gru_column_names(is_tile)
 
     def prepare(self, graph, tables, spec):
-        return gru_state(graph, load_gru_weights(spec.gru))
+        weights = load_gru_weights(spec.gru)
+        # The undirected CSR is shared with khop when both are in the spec.
+        return gru_state(graph, weights, None if isinstance(graph, TileGraph) else tables.csr)
 
     def columns(self, prepared, configs: np.ndarray) -> np.ndarray:
         return prepared.columns(configs)
