@@ -6,7 +6,8 @@ the plain reference implementation (tests/naive.py, networkx k-hop), measured on
 of configs and of configurable nodes and scaled linearly to the whole graph (the reference
 is per config and per node, so it scales linearly; running it whole would take hours).
 
-Also the cost of the optional gnn family: featurize time with and without it, alternated.
+Also the cost of the optional gnn and gru families: featurize time with and without each,
+alternated.
 
 Each measurement runs in its own process so peak RSS is its own. Peak RSS is reported as
 the rise over the process's RSS after imports and a warm-up on a tiny graph (Numba compile
@@ -50,16 +51,23 @@ def measure_decompress(path: str) -> dict:
 
 def measure_featurize_gnn(path: str) -> dict:
     """As `measure_featurize`, with the gnn family (random weights) added to the spec."""
-    return measure_featurize(path, gnn=True)
+    return measure_featurize(path, "gnn")
 
 
-def measure_featurize(path: str, gnn: bool = False) -> dict:
+def measure_featurize_gru(path: str) -> dict:
+    """As `measure_featurize`, with the gru family (random weights) added to the spec."""
+    return measure_featurize(path, "gru")
+
+
+def measure_featurize(path: str, embedding: str | None = None) -> dict:
     from xlarank.data.graph import load_graph
     from xlarank.features import featurize_graph, load_feature_spec
 
     spec = load_feature_spec(ROOT / "features" / "default.toml")
-    if gnn:
+    if embedding == "gnn":
         spec = spec.with_gnn()
+    elif embedding == "gru":
+        spec = spec.with_gru()
     warm = sorted((ROOT.parent / "shared" / "tpugraphs" / "npz" / "layout").rglob("*.npz"))
     if warm:
         featurize_graph(load_graph(min(warm, key=lambda p: p.stat().st_size), configs=False), spec)
@@ -140,11 +148,19 @@ def main() -> None:
         decompress = min((d for d, _ in pairs), key=lambda r: r["seconds"])
         featurize = min((f for _, f in pairs), key=lambda r: r["seconds"])
         pair_ratios = sorted(f["seconds"] / d["seconds"] for d, f in pairs)
-        # The gnn family's cost: pairs of runs with and without it, alternated.
-        gnn_pairs = [(in_subprocess("featurize", path), in_subprocess("featurize_gnn", path))
-                     for _ in range(max(3, args.repeat // 2))]
-        plain = min(p["seconds"] for p, _ in gnn_pairs)
-        with_gnn = min(g["seconds"] for _, g in gnn_pairs)
+        # Each embedding family's cost: pairs of runs with and without it, alternated.
+        embeddings = {}
+        for family in ("gnn", "gru"):
+            family_pairs = [(in_subprocess("featurize", path),
+                             in_subprocess(f"featurize_{family}", path))
+                            for _ in range(max(3, args.repeat // 2))]
+            plain = min(p["seconds"] for p, _ in family_pairs)
+            with_family = min(g["seconds"] for _, g in family_pairs)
+            embeddings[family] = {
+                "featurize_seconds": plain, f"featurize_with_{family}_seconds": with_family,
+                "overhead": with_family / plain - 1.0,
+                "overhead_per_pair": sorted(g["seconds"] / p["seconds"] - 1.0
+                                            for p, g in family_pairs)}
         reference = in_subprocess("reference", path)
         record = {
             "file": path,
@@ -156,10 +172,7 @@ def main() -> None:
             "peak_rss_rise_over_config_mib": featurize["peak_rss_rise_mib"]
                                              / decompress["node_config_feat_mib"],
             "speedup_over_reference": reference["seconds"] / featurize["seconds"],
-            "gnn": {"featurize_seconds": plain, "featurize_with_gnn_seconds": with_gnn,
-                    "overhead": with_gnn / plain - 1.0,
-                    "overhead_per_pair": sorted(g["seconds"] / p["seconds"] - 1.0
-                                                for p, g in gnn_pairs)},
+            **embeddings,
         }
         results.append(record)
         print(f"{path}: featurize {featurize['seconds']:.2f}s = "
@@ -170,7 +183,8 @@ def main() -> None:
               f" = {record['peak_rss_rise_over_config_mib']:.2f}x node_config_feat "
               f"({decompress['node_config_feat_mib']:.0f} MiB); "
               f"{record['speedup_over_reference']:.0f}x faster than the reference; "
-              f"gnn family adds {record['gnn']['overhead']:+.0%}")
+              f"gnn family adds {record['gnn']['overhead']:+.0%}, "
+              f"gru family {record['gru']['overhead']:+.0%}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": {"cpus": __import__("os").cpu_count(),

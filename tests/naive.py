@@ -399,3 +399,56 @@ def graph_metrics(edges, n_nodes, opcode, nbytes, layout_ops, config_ids=None, k
     return np.array(values + [depth_c.mean(), depth_c.min(), depth_c.max(), height_c.mean(),
                               height_c.min(), height_c.max(), critical,
                               pruned_betweenness.mean(), pruned_betweenness.max()])
+def opcode_scaled_input(raw, opcode, opcode_scale, feat_proj, bias) -> np.ndarray:
+    x = raw.astype(np.float64)
+    x = np.sign(x) * np.log1p(np.abs(x)) / 10.0 * opcode_scale[opcode.astype(int)]
+    return np.tanh(x @ feat_proj + bias)
+
+
+def gru_step(gates, h, w_hidden, b_hidden) -> np.ndarray:
+    """torch.nn.GRU's cell, input projections given."""
+    d = len(h)
+    rec = h @ w_hidden + b_hidden
+    r = 1 / (1 + np.exp(-(gates[:d] + rec[:d])))
+    z = 1 / (1 + np.exp(-(gates[d:2 * d] + rec[d:2 * d])))
+    n = np.tanh(gates[2 * d:] + r * rec[2 * d:])
+    return (1 - z) * n + z * h
+
+
+def gru_sequence(inputs, w_input, b_input, w_hidden, b_hidden) -> np.ndarray:
+    h = np.zeros(w_hidden.shape[0])
+    for row in inputs:
+        h = gru_step(row @ w_input + b_input, h, w_hidden, b_hidden)
+    return h
+
+
+def layout_gru_columns(configs, segment, heads, conv_table, start, cell) -> np.ndarray:
+    """Per config: each node's code, pooled per segment with pandas, then the GRU over the
+    non-empty segments in order: last state and mean of states."""
+    w_input, b_input, w_hidden, b_hidden = cell
+    out = []
+    for config in configs.astype(int):
+        codes = [heads[j] * sum(conv_table[ch, 7 * (config[j, 6 * ch] + 1)
+                                           + config[j, 6 * ch + 1] + 1] for ch in range(3))
+                 for j in range(len(segment))]
+        steps = (pd.DataFrame(codes).groupby(segment).mean().sort_index().to_numpy()
+                 if codes else np.zeros((0, heads.shape[1])))
+        h, states = start.copy(), []
+        for step in steps:
+            h = gru_step(step @ w_input + b_input, h, w_hidden, b_hidden)
+            states.append(h)
+        out.append(np.concatenate([h, np.mean(states, axis=0) if states else h]))
+    return np.array(out)
+
+
+def tile_gru_columns(config_feat, start, conv, cell) -> np.ndarray:
+    conv_w, conv_b = conv
+    w_input, b_input, w_hidden, b_hidden = cell
+    x = config_feat.astype(np.float64)
+    x = np.sign(x) * np.log1p(np.abs(x))
+    groups = x.reshape(-1, 3, 8)
+    windows = np.stack([np.einsum("cgt,gtf->cf", groups[:, :, p:p + 2], conv_w) + conv_b
+                        for p in range(5)], axis=1)
+    step = np.concatenate([np.tanh(windows.max(axis=1)), groups[:, :, 6:8].reshape(-1, 6)],
+                          axis=1)
+    return np.array([gru_step(s @ w_input + b_input, start, w_hidden, b_hidden) for s in step])

@@ -185,9 +185,13 @@ def featurize(
         "--dedup/--no-dedup", help="One row per distinct config, runtime the duplicates' "
         "median [default: only for the train split].")] = None,
     embedding: Annotated[str | None, typer.Option(
-        help="'gnn' adds the gnn family (message-passing embedding columns) to the spec.")] = None,
+        help="'gnn' adds the gnn family (message-passing embedding columns) to the spec, "
+             "'gru' the gru family (a GRU over the nodes, then the config).")] = None,
     gnn_weights: Annotated[str | None, typer.Option(
         help="With --embedding gnn: 'random:SEED' (no training) or a weights .npz "
+             "[the spec's, else random:0].")] = None,
+    gru_weights: Annotated[str | None, typer.Option(
+        help="With --embedding gru: 'random:SEED' (no training) or a weights .npz "
              "[the spec's, else random:0].")] = None,
     engine: EngineOption = "local",
     scheduler: SchedulerOption = None,
@@ -204,7 +208,7 @@ def featurize(
 
     with _user_errors():
         use_threads(threads)
-        feature_spec = resolve_feature_spec(spec, embedding, gnn_weights)
+        feature_spec = resolve_feature_spec(spec, embedding, gnn_weights, gru_weights)
         jobs = frame_jobs(data, feature_spec, collection, split, out, out_dir)
         with engine_client(engine, scheduler, workers) as client:
             for job in jobs:
@@ -232,26 +236,40 @@ def gnn_train(
     epochs: Annotated[int, typer.Option(min=1, help="Passes over the training graphs.")] = 5,
     configs_per_graph: Annotated[int, typer.Option(min=2, help="Configs sampled per graph.")] = 64,
     k: Annotated[int, typer.Option(min=0, max=8, help="Pruning radius (hops), as the "
-                                   "feature spec's k.")] = 2,
+                                   "feature spec's k (gnn only: gru prunes to one hop).")] = 2,
     seed: Annotated[int, typer.Option(help="Seed of the start weights and sampling.")] = 0,
+    embedding: Annotated[str, typer.Option(
+        help="'gnn' (pairwise ranking loss) or 'gru' (mean squared error of log runtime, "
+             "centred per graph).")] = "gnn",
 ) -> None:
-    """Train the gnn family's weights with a pairwise ranking loss (needs jax:
-    pip install 'xlarank[gnn]'); featurize with them by --gnn-weights, without jax."""
+    """Train the gnn or gru family's weights (needs jax: pip install 'xlarank[gnn]');
+    featurize with them by --gnn-weights or --gru-weights, without jax."""
     from xlarank.features.embedding import save_weights
-    from xlarank.features.gnn_train import train_gnn_weights
 
     with _user_errors():
         check_output(out)
+        if embedding not in ("gnn", "gru"):
+            raise XlarankError(f"--embedding {embedding!r}: the embeddings are 'gnn', 'gru'")
         chosen = get_collection(collection)
         files = split_files(data, chosen, "train")
         if not files:
             raise XlarankError(f"{data}: no npz files for {chosen.id} train")
-        with _progress("gnn epochs", epochs) as tick:
-            weights, history = train_gnn_weights(
-                files, chosen, k, seed, epochs, configs_per_graph,
-                on_epoch=lambda epoch, loss: tick())
+        with _progress(f"{embedding} epochs", epochs) as tick:
+            if embedding == "gru":
+                from xlarank.features.gru_train import train_gru_weights
+
+                weights, history = train_gru_weights(
+                    files, chosen, seed, epochs, configs_per_graph,
+                    on_epoch=lambda epoch, loss: tick())
+            else:
+                from xlarank.features.gnn_train import train_gnn_weights
+
+                weights, history = train_gnn_weights(
+                    files, chosen, k, seed, epochs, configs_per_graph,
+                    on_epoch=lambda epoch, loss: tick())
         save_weights(weights, out)
-    console.print(f"trained gnn weights on {len(files)} {chosen.id} graphs, pairwise loss "
+    loss = "pairwise loss" if embedding == "gnn" else "centred log-runtime mse"
+    console.print(f"trained {embedding} weights on {len(files)} {chosen.id} graphs, {loss} "
                   f"{history[0]:.4f} -> {history[-1]:.4f} -> {out}")
 
 

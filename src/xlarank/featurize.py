@@ -24,9 +24,13 @@ from xlarank.engine import map_ordered
 from xlarank.errors import BadGraphError, XlarankError
 from xlarank.features.build import feature_names, featurize_graph
 from xlarank.features.embedding import load_weights
+from xlarank.features.gru import load_gru_weights
 from xlarank.features.spec import FeatureSpec, load_feature_spec
 from xlarank.frame import frame_schema, write_frame
 from xlarank.specs import spec_path
+
+# The embedding families `featurize --embedding` adds, each with its weights loader.
+EMBEDDINGS = {"gnn": load_weights, "gru": load_gru_weights}
 
 
 @dataclass(frozen=True)
@@ -145,22 +149,26 @@ def _featurize_locked(paths, out: Path, collection: Collection, split: str | Non
 
 
 def resolve_feature_spec(path: str | Path, embedding: str | None = None,
-                         gnn_weights: str | None = None) -> FeatureSpec:
+                         gnn_weights: str | None = None,
+                         gru_weights: str | None = None) -> FeatureSpec:
     """The feature spec at ``path`` (a file, or a packaged spec's name:
-    `xlarank.specs.spec_path`), plus the gnn family when ``embedding`` is "gnn" or
-    ``gnn_weights`` ("random:SEED" or a weights .npz) is given. A bad weights file is
-    refused here, before any work."""
+    `xlarank.specs.spec_path`), plus the gnn (gru) family when ``embedding`` is "gnn"
+    ("gru") or ``gnn_weights`` (``gru_weights``: "random:SEED" or a weights .npz) is given.
+    A bad weights file is refused here, before any work."""
     spec = load_feature_spec(spec_path(path, "feature"))
-    if embedding not in (None, "gnn"):
-        raise XlarankError(f"--embedding {embedding!r}: the one embedding is 'gnn'")
-    if gnn_weights is not None and embedding is None and "gnn" not in spec.families:
-        raise XlarankError("--gnn-weights needs --embedding gnn or a spec with the gnn family")
-    if embedding == "gnn" or gnn_weights is not None:
-        weights = gnn_weights or spec.gnn
-        if not weights.startswith("random:"):
-            weights = str(Path(weights).resolve())
-        spec = spec.with_gnn(weights)
-        load_weights(spec.gnn)
+    if embedding not in (None, *EMBEDDINGS):
+        raise XlarankError(f"--embedding {embedding!r}: the embeddings are "
+                           f"{', '.join(map(repr, EMBEDDINGS))}")
+    for family, weights in (("gnn", gnn_weights), ("gru", gru_weights)):
+        if weights is not None and embedding != family and family not in spec.families:
+            raise XlarankError(f"--{family}-weights needs --embedding {family} or a spec with "
+                               f"the {family} family")
+        if embedding == family or weights is not None:
+            weights = weights or getattr(spec, family)
+            if not weights.startswith("random:"):
+                weights = str(Path(weights).resolve())
+            spec = spec.with_gnn(weights) if family == "gnn" else spec.with_gru(weights)
+            EMBEDDINGS[family](weights)
     return spec
 
 

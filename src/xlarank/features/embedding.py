@@ -24,6 +24,7 @@ columns' signed log1p, / 10, so products of dims (up to ~1e12) stay within a few
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,7 +70,8 @@ def gnn_column_names(is_tile: bool) -> list[str]:
 
 @dataclass(frozen=True)
 class GnnWeights:
-    """The network's arrays, keyed as WEIGHT_SHAPES."""
+    """The network's arrays, keyed as WEIGHT_SHAPES (the gru family's, as
+    `xlarank.features.gru.GRU_WEIGHT_SHAPES`, use the same container)."""
 
     arrays: dict
 
@@ -102,32 +104,42 @@ _CACHE: dict[tuple, GnnWeights] = {}
 
 
 def load_weights(source: str) -> GnnWeights:
-    """The weights a spec names: "random:SEED" or a .npz path (checked against
-    WEIGHT_SHAPES). Cached per process by source and, for files, the file's identity
-    (inode, size, mtime), so featurizing graph after graph does not read it again."""
+    """The gnn weights a spec names: "random:SEED" or a .npz path (checked against
+    WEIGHT_SHAPES)."""
+    return load_family_weights(source, "gnn", WEIGHT_SHAPES, random_weights)
+
+
+def load_family_weights(source: str, family: str, shapes: dict,
+                        make_random: Callable[[int], GnnWeights]) -> GnnWeights:
+    """A family's weights: "random:SEED" (``make_random(SEED)``) or a .npz path checked
+    against ``shapes``. Cached per process by family, source and, for files, the file's
+    identity (inode, size, mtime), so featurizing graph after graph does not read it
+    again."""
     if source.startswith("random:"):
-        key: tuple = (source,)
+        key: tuple = (family, source)
     else:
         try:
             stat = Path(source).stat()
         except OSError as exc:
-            raise SpecError(f"{source}: gnn weights cannot be read ({exc.strerror})") from None
-        key = (source, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            raise SpecError(f"{source}: {family} weights cannot be read ({exc.strerror})"
+                            ) from None
+        key = (family, source, stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if key not in _CACHE:
-        _CACHE[key] = (random_weights(int(source.split(":", 1)[1]))
-                       if source.startswith("random:") else _read_weights(Path(source)))
+        _CACHE[key] = (make_random(int(source.split(":", 1)[1]))
+                       if source.startswith("random:")
+                       else _read_weights(Path(source), family, shapes))
     return _CACHE[key]
 
 
-def _read_weights(path: Path) -> GnnWeights:
+def _read_weights(path: Path, family: str, shapes: dict) -> GnnWeights:
     try:
         with np.load(path) as data:
             arrays = {k: np.asarray(data[k], dtype=np.float64) for k in data.files}
     except (OSError, ValueError) as exc:
-        raise SpecError(f"{path}: not a gnn weights .npz ({exc})") from None
-    for key, shape in WEIGHT_SHAPES.items():
+        raise SpecError(f"{path}: not a {family} weights .npz ({exc})") from None
+    for key, shape in shapes.items():
         if key not in arrays or arrays[key].shape != shape:
-            raise SpecError(f"{path}: gnn weights need {key} of shape {shape}, found "
+            raise SpecError(f"{path}: {family} weights need {key} of shape {shape}, found "
                             f"{arrays[key].shape if key in arrays else 'none'}")
     return GnnWeights(arrays)
 

@@ -46,17 +46,18 @@ ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
 
 
-def _jax():
+def require_jax():
     try:
         import jax
     except ImportError:
-        raise XlarankError("training gnn weights needs jax: pip install 'xlarank[gnn]'") from None
+        raise XlarankError("training embedding weights (gnn, gru) needs jax: pip install "
+                           "'xlarank[gnn]'") from None
     return jax
 
 
-def _float64():
+def float64_context():
     """A context in which jax computes in float64 (this thread only)."""
-    jax = _jax()
+    jax = require_jax()
     enable_x64 = getattr(jax, "enable_x64", None)
     if enable_x64 is None:  # older jax (0.4.30, say) has it in jax.experimental only
         from jax.experimental import enable_x64
@@ -76,12 +77,21 @@ class GraphBatch:
     target: np.ndarray     # float64 (c,), smaller is faster
 
 
+def gnn_tile_choice(graph: TileGraph, keep: np.ndarray) -> np.ndarray:
+    """float64 (len(keep), len(TILE_JOINED_NAMES)): the gnn's tile inputs of the configs
+    ``keep``, scaled in float32 before widening, as `embedding.tile_columns` scales them."""
+    return (tile_joined(graph, graph.config_feat[keep]) / 10.0).astype(np.float64)
+
+
 def graph_batch(path: Path, collection: Collection, k: int, configs_per_graph: int,
-                rng: np.random.Generator, allowed: np.ndarray | None = None
+                rng: np.random.Generator, allowed: np.ndarray | None = None,
+                layout_columns: np.ndarray = LAYOUT_POSITIONS,
+                tile_choice: Callable[[TileGraph, np.ndarray], np.ndarray] = gnn_tile_choice
                 ) -> GraphBatch | None:
     """Arrays of one graph with at most ``configs_per_graph`` configs sampled from
     ``allowed`` (config indices; all when None), or None when they hold fewer than two
-    distinct runtimes."""
+    distinct runtimes. ``layout_columns`` are the config columns a layout batch keeps,
+    ``tile_choice`` makes a tile batch's config inputs (the gnn's by default)."""
     # Layout configs are streamed, keeping only the sampled rows: a graph's whole config
     # tensor can be gigabytes.
     graph = load_graph(path, collection, configs=False)
@@ -94,13 +104,12 @@ def graph_batch(path: Path, collection: Collection, k: int, configs_per_graph: i
         return None
     if isinstance(graph, LayoutGraph):
         pruned, _ = prune_graph(graph, k)
-        choice = (sampled_layout_configs(graph, keep)[:, :, LAYOUT_POSITIONS]
+        choice = (sampled_layout_configs(graph, keep)[:, :, layout_columns]
                   .astype(np.int64) + 1)
         config_ids = pruned.node_config_ids.astype(np.int64)
         source = pruned
     else:
-        # Scaled in float32 before widening, as `embedding.tile_columns` scales it.
-        choice = (tile_joined(graph, graph.config_feat[keep]) / 10.0).astype(np.float64)
+        choice = tile_choice(graph, keep)
         config_ids, source = None, graph
     return GraphBatch(
         raw=source.node_feat[:, NODE_INPUT_COLUMNS].astype(np.float64),
@@ -127,7 +136,7 @@ def _bucket(size: int) -> int:
     return max(8, 1 << (size - 1).bit_length())
 
 
-def _padded(batch: GraphBatch) -> dict[str, np.ndarray]:
+def padded_arrays(batch: GraphBatch) -> dict[str, np.ndarray]:
     """The batch's arrays padded to power-of-two sizes N > n nodes, M >= m edges, C >= c
     configs (and K >= nc configurable nodes), with masks of the real rows.
 
@@ -162,24 +171,32 @@ def _padded(batch: GraphBatch) -> dict[str, np.ndarray]:
 def _node_embeddings(net: dict, arrays: dict):
     """float64 (N, HIDDEN): `embedding.node_embeddings` on the padded nodes, the messages
     summed by segment_sum (padding rows hold values no real row reads)."""
-    import jax
     import jax.numpy as jnp
 
     raw = arrays["raw"]
     x = jnp.sign(raw) * jnp.log1p(jnp.abs(raw)) / 10.0
     h = jnp.tanh(net["opcode_embedding"][arrays["opcode"]] + x @ net["feat_proj"])
+    for layer in range(N_LAYERS):
+        h = message_layer(h, arrays, net[f"self_{layer}"], net[f"in_{layer}"],
+                          net[f"out_{layer}"], net[f"bias_{layer}"])
+    return h
+
+
+def message_layer(h, arrays: dict, w_self, w_in, w_out, bias):
+    """float64 (N, d): `kernels.graph.gnn_message_layer` on the padded nodes' h (N, d),
+    the messages summed by segment_sum (padding rows hold values no real row reads)."""
+    import jax
+    import jax.numpy as jnp
+
     n = h.shape[0]
     consumers, producers = arrays["consumers"], arrays["producers"]
     ones = jnp.ones(consumers.shape[0])
     # A node without operands (users) gets zero from that side: divide its zero sum by 1.
     in_count = jnp.maximum(jax.ops.segment_sum(ones, consumers, n), 1.0)[:, None]
     out_count = jnp.maximum(jax.ops.segment_sum(ones, producers, n), 1.0)[:, None]
-    for layer in range(N_LAYERS):
-        inbound = jax.ops.segment_sum(h[producers], consumers, n) / in_count
-        outbound = jax.ops.segment_sum(h[consumers], producers, n) / out_count
-        h = jnp.tanh(h @ net[f"self_{layer}"] + inbound @ net[f"in_{layer}"]
-                     + outbound @ net[f"out_{layer}"] + net[f"bias_{layer}"])
-    return h
+    inbound = jax.ops.segment_sum(h[producers], consumers, n) / in_count
+    outbound = jax.ops.segment_sum(h[consumers], producers, n) / out_count
+    return jnp.tanh(h @ w_self + inbound @ w_in + outbound @ w_out + bias)
 
 
 def _columns(net: dict, arrays: dict):
@@ -236,10 +253,41 @@ def _adam_step(params: dict, grads: dict, moments: tuple, step, learning_rate):
 
 @functools.cache
 def _compiled() -> SimpleNamespace:
-    jax = _jax()
+    jax = require_jax()
     return SimpleNamespace(embeddings=jax.jit(_node_embeddings), columns=jax.jit(_columns),
-                           loss_and_grads=jax.jit(jax.value_and_grad(_loss)),
-                           adam=jax.jit(_adam_step))
+                           loss_and_grads=jax.jit(jax.value_and_grad(_loss)))
+
+
+@functools.cache
+def _compiled_adam():
+    jax = require_jax()
+    return jax.jit(_adam_step)
+
+
+def fit(params: dict, padded: list[dict], loss_and_grads: Callable, epochs: int,
+        learning_rate: float, rng: np.random.Generator,
+        on_epoch: Callable[[int, float], None] | None = None) -> tuple[dict, list[float]]:
+    """Adam from ``params`` over the padded graphs, one step per graph, in a new order
+    drawn from ``rng`` each epoch; ``loss_and_grads(params, arrays)`` jitted. Returns the
+    params and each epoch's mean loss. Called inside `float64_context`."""
+    jax = require_jax()
+    adam = _compiled_adam()
+    padded = [jax.device_put(p) for p in padded]
+    zeros = jax.tree.map(jax.numpy.zeros_like, params)
+    moments = (zeros, zeros)
+    history: list[float] = []
+    step = 0
+    for epoch in range(epochs):
+        losses = []
+        for index in rng.permutation(len(padded)):
+            step += 1
+            loss, grads = loss_and_grads(params, padded[index])
+            params, moments = adam(params, grads, moments, float(step), learning_rate)
+            losses.append(float(loss))
+        history.append(float(np.mean(losses)))
+        if on_epoch is not None:
+            on_epoch(epoch, history[-1])
+    return params, history
 
 
 class GnnModel:
@@ -247,23 +295,23 @@ class GnnModel:
     training-only linear score (n_columns,) drawn from ``seed``."""
 
     def __init__(self, start: GnnWeights, n_columns: int, seed: int):
-        jax = _jax()
+        jax = require_jax()
         # numpy, not jax.random: its draws do not change between jax versions.
         score = np.random.default_rng([seed, 0x5C0E]).normal(0.0, 0.1, n_columns)
-        with _float64():
+        with float64_context():
             self.params = {k: jax.numpy.asarray(start[k], dtype=np.float64)
                            for k in WEIGHT_SHAPES}
             self.score = jax.numpy.asarray(score)
 
     def node_embeddings(self, batch: GraphBatch):
         """float64 (n, HIDDEN): the last layer for each node of the batch's graph."""
-        with _float64():
-            return _compiled().embeddings(self.params, _padded(batch))[:len(batch.opcode)]
+        with float64_context():
+            return _compiled().embeddings(self.params, padded_arrays(batch))[:len(batch.opcode)]
 
     def columns(self, batch: GraphBatch):
         """float64 (c, n_columns): the gnn family's columns of the batch's configs."""
-        with _float64():
-            return _compiled().columns(self.params, _padded(batch))[:len(batch.target)]
+        with float64_context():
+            return _compiled().columns(self.params, padded_arrays(batch))[:len(batch.target)]
 
     def weights(self) -> GnnWeights:
         return GnnWeights({k: np.array(v, dtype=np.float64) for k, v in self.params.items()})
@@ -274,7 +322,7 @@ def pairwise_loss(score, target):
     when there is none); score and target (c,)."""
     import jax.numpy as jnp
 
-    with _float64():
+    with float64_context():
         target = jnp.asarray(target)
         return _pairwise_loss(jnp.asarray(score), target, jnp.ones(target.shape, dtype=bool))
 
@@ -287,33 +335,27 @@ def train_gnn_weights(files: list[Path], collection: Collection, k: int = 2, see
     """Weights trained from random:SEED on the files' graphs (each file's configs sampled
     once, from ``allowed[file]`` when given); returns them and the mean training loss of
     each epoch. The same arguments give the same weights."""
-    jax = _jax()
+    require_jax()
     rng = np.random.default_rng(seed)
+    batches = sampled_batches(files, collection, k, configs_per_graph, rng, allowed)
+    n_columns = len(gnn_column_names(collection.is_tile))
+    model = GnnModel(random_weights(seed), n_columns, seed)
+    with float64_context():
+        params, history = fit({"net": model.params, "score": model.score},
+                              [padded_arrays(b) for b in batches], _compiled().loss_and_grads,
+                              epochs, learning_rate, rng, on_epoch)
+    model.params, model.score = params["net"], params["score"]
+    return model.weights(), history
+
+
+def sampled_batches(files: list[Path], collection: Collection, k: int, configs_per_graph: int,
+                    rng: np.random.Generator, allowed: dict[Path, np.ndarray] | None,
+                    **batch_options) -> list[GraphBatch]:
+    """`graph_batch` of each file that has configs to learn from (refused when none has)."""
     batches = [b for b in (graph_batch(f, collection, k, configs_per_graph, rng,
-                                       None if allowed is None else allowed.get(f))
+                                       None if allowed is None else allowed.get(f),
+                                       **batch_options)
                            for f in files) if b is not None]
     if not batches:
         raise XlarankError("no training graph has two configs with different runtimes")
-    n_columns = len(gnn_column_names(collection.is_tile))
-    model = GnnModel(random_weights(seed), n_columns, seed)
-    compiled = _compiled()
-    history = []
-    with _float64():
-        padded = [jax.device_put(_padded(b)) for b in batches]
-        params = {"net": model.params, "score": model.score}
-        zeros = jax.tree.map(jax.numpy.zeros_like, params)
-        moments = (zeros, zeros)
-        step = 0
-        for epoch in range(epochs):
-            losses = []
-            for index in rng.permutation(len(padded)):
-                step += 1
-                loss, grads = compiled.loss_and_grads(params, padded[index])
-                params, moments = compiled.adam(params, grads, moments, float(step),
-                                                learning_rate)
-                losses.append(float(loss))
-            history.append(float(np.mean(losses)))
-            if on_epoch is not None:
-                on_epoch(epoch, history[-1])
-    model.params, model.score = params["net"], params["score"]
-    return model.weights(), history
+    return batches

@@ -15,14 +15,17 @@ from xlarank.features.tables import undirected_csr
 from xlarank.kernels.graph import khop_union
 
 
-def prune_graph(graph: LayoutGraph, k: int) -> tuple[LayoutGraph, np.ndarray]:
-    """The subgraph induced by the nodes within k hops of a configurable node.
+def prune_graph(graph: LayoutGraph, k: int,
+                csr: tuple[np.ndarray, np.ndarray] | None = None
+                ) -> tuple[LayoutGraph, np.ndarray]:
+    """The subgraph induced by the nodes within k hops of a configurable node; ``csr`` is
+    the graph's `undirected_csr` when it is made already (`GraphTables.csr`).
 
     Returns (pruned graph, kept) where kept is int64 (n_kept,), the original id of each
     node of the pruned graph, in the original (topological) order. Edges between kept nodes
     stay, renumbered; node_config_ids are renumbered; configs and runtimes are shared.
     """
-    indptr, indices = undirected_csr(graph)
+    indptr, indices = undirected_csr(graph) if csr is None else csr
     mask = khop_union(indptr, indices, graph.node_config_ids, k)
     kept = np.flatnonzero(mask)
     new_id = np.full(graph.n_nodes, -1, dtype=np.int64)

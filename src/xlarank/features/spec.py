@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -16,6 +17,7 @@ from xlarank.files import read_structured
 FEATURE_SCHEMA_VERSION = 5
 
 DEFAULT_GNN = "random:0"
+DEFAULT_GRU = "random:0"
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
 
@@ -29,6 +31,8 @@ class FeatureSpec:
     # The gnn family's weights: "random:SEED" (fixed random projections, no training) or
     # the path of a weights .npz. Unused without that family.
     gnn: str = DEFAULT_GNN
+    # The gru family's weights, as gnn's.
+    gru: str = DEFAULT_GRU
 
     @property
     def hash(self) -> str:
@@ -37,40 +41,53 @@ class FeatureSpec:
         content = {"families": list(self.families), "k": self.k,
                    "schema": FEATURE_SCHEMA_VERSION}
         if "gnn" in self.families:
-            content["gnn"] = gnn_identity(self.gnn)
+            content["gnn"] = weights_identity(self.gnn, "gnn")
+        if "gru" in self.families:
+            content["gru"] = weights_identity(self.gru, "gru")
         text = json.dumps(content, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
         out = {"name": self.name, "families": list(self.families), "k": self.k,
                "hash": self.hash, "schema": FEATURE_SCHEMA_VERSION}
-        if "gnn" in self.families:
-            out["gnn"] = self.gnn
+        for family in ("gnn", "gru"):
+            if family in self.families:
+                out[family] = getattr(self, family)
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> FeatureSpec:
         """The spec that `to_dict` wrote (frame metadata, model cards): name, families, k
-        and gnn (default random:0); the hash and schema there are not read back."""
+        gnn and gru (default random:0); the hash and schema there are not read back."""
         return cls(str(data["name"]), tuple(data["families"]), int(data.get("k", 2)),
-                   str(data.get("gnn") or DEFAULT_GNN))
+                   str(data.get("gnn") or DEFAULT_GNN), str(data.get("gru") or DEFAULT_GRU))
 
     def with_gnn(self, weights: str = DEFAULT_GNN) -> FeatureSpec:
         """This spec plus the gnn family (if missing) with the given weights."""
-        families = self.families if "gnn" in self.families else (*self.families, "gnn")
-        return FeatureSpec(f"{self.name}+gnn" if "gnn" not in self.families else self.name,
-                           families, self.k, weights)
+        return self._with_embedding("gnn", weights)
+
+    def with_gru(self, weights: str = DEFAULT_GRU) -> FeatureSpec:
+        """This spec plus the gru family (if missing) with the given weights."""
+        return self._with_embedding("gru", weights)
+
+    def _with_embedding(self, family: str, weights: str) -> FeatureSpec:
+        present = family in self.families
+        return dataclasses.replace(
+            self, name=self.name if present else f"{self.name}+{family}",
+            families=self.families if present else (*self.families, family),
+            **{family: weights})
 
 
-def gnn_identity(weights: str) -> str:
-    """What the gnn weights are, for the spec hash: random:SEED as is, a weights file by
+def weights_identity(weights: str, family: str = "gnn") -> str:
+    """What a family's weights are, for the spec hash: random:SEED as is, a weights file by
     the sha256 of its content (so retrained weights make other features)."""
     if weights.startswith("random:"):
         return weights
     try:
         return "file:" + hashlib.sha256(Path(weights).read_bytes()).hexdigest()[:16]
     except OSError as exc:
-        raise SpecError(f"{weights}: gnn weights cannot be read ({exc.strerror})") from None
+        raise SpecError(f"{weights}: {family} weights cannot be read ({exc.strerror})"
+                        ) from None
 
 
 def known_families() -> dict:
@@ -84,7 +101,7 @@ def known_families() -> dict:
 
 def load_feature_spec(path: str | Path) -> FeatureSpec:
     """Read a feature spec TOML: ``name`` and ``families`` (a list drawn from the family
-    registry), optionally ``k`` and ``gnn``."""
+    registry), optionally ``k``, ``gnn`` and ``gru``."""
     path = Path(path)
     raw = read_structured(path, "feature spec", SpecError)
     families = raw.get("families")
@@ -97,20 +114,28 @@ def load_feature_spec(path: str | Path) -> FeatureSpec:
     k = raw.get("k", 2)
     if not isinstance(k, int) or not 0 <= k <= 8:
         raise SpecError(f"{path}: 'k' (neighbourhood radius in hops) must be an integer in 0..8")
-    unknown_keys = set(raw) - {"name", "families", "k", "gnn"}
+    unknown_keys = set(raw) - {"name", "families", "k", "gnn", "gru"}
     if unknown_keys:
         raise SpecError(f"{path}: unknown keys {sorted(unknown_keys)}; known: name, families, "
-                        "k, gnn")
-    gnn = raw.get("gnn", DEFAULT_GNN)
-    if not isinstance(gnn, str) or not gnn:
-        raise SpecError(f"{path}: 'gnn' must be \"random:SEED\" or a weights .npz path")
-    if not gnn.startswith("random:"):
-        gnn = str((path.parent / gnn).resolve()) if not Path(gnn).is_absolute() else gnn
-    elif not gnn[len("random:"):].isdigit():
-        raise SpecError(f"{path}: 'gnn' random seed must be an integer, as in \"random:0\"")
+                        "k, gnn, gru")
     name = raw.get("name", path.stem)
     # The name becomes a folder (features/frames/<name>): a plain one cannot leave it.
     if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
         raise SpecError(f"{path}: 'name' {name!r} must be a plain name: letters, digits, "
                         "'-', '_' and '.', not starting with '.'")
-    return FeatureSpec(name=name, families=tuple(families), k=k, gnn=gnn)
+    return FeatureSpec(name=name, families=tuple(families), k=k,
+                       gnn=_weights_source(raw, "gnn", path),
+                       gru=_weights_source(raw, "gru", path))
+
+
+def _weights_source(raw: dict, key: str, path: Path) -> str:
+    """A spec's weights field: random:SEED, or a .npz path made absolute (relative to the
+    spec file)."""
+    source = raw.get(key, "random:0")
+    if not isinstance(source, str) or not source:
+        raise SpecError(f"{path}: '{key}' must be \"random:SEED\" or a weights .npz path")
+    if not source.startswith("random:"):
+        return str((path.parent / source).resolve()) if not Path(source).is_absolute() else source
+    if not source[len("random:"):].isdigit():
+        raise SpecError(f"{path}: '{key}' random seed must be an integer, as in \"random:0\"")
+    return source

@@ -33,7 +33,8 @@ MODEL_FORMAT = 1
 CARD_FILE = "card.json"
 # The "kind" of an ensemble's card (`xlarank.rank.ensemble`); a ranker's card has none.
 ENSEMBLE_KIND = "ensemble"
-GNN_WEIGHTS_FILE = "gnn_weights.npz"
+# Trained weights of an embedding family, copied beside the model: family to file name.
+WEIGHTS_FILES = {"gnn": "gnn_weights.npz", "gru": "gru_weights.npz"}
 
 
 # What every card holds, key by key: a type, or a nested table of the same kind. Cards
@@ -158,7 +159,8 @@ class Ranker:
                                 f"{len(names)} the booster was trained on, in its order; the "
                                 "card was altered")
         ranker = cls(card=card, booster=booster, directory=directory)
-        ranker._gnn_source()  # refuses a weights path outside the directory now, not later
+        for family in WEIGHTS_FILES:  # a weights path outside the directory: refused now
+            ranker._weights_source(family)
         return ranker
 
     @property
@@ -174,7 +176,8 @@ class Ranker:
         """The spec to featurize new graphs with; its hash is the one the model saw."""
         features = self.card["features"]
         try:
-            spec = FeatureSpec.from_dict({**features, "gnn": self._gnn_source()})
+            spec = FeatureSpec.from_dict({**features, **{family: self._weights_source(family)
+                                                         for family in WEIGHTS_FILES}})
             spec.hash  # noqa: B018 (families or k of the wrong type fail here)
         except (TypeError, ValueError) as exc:
             raise BadModelError(f"{self.directory}: card field features is malformed "
@@ -217,31 +220,34 @@ class Ranker:
         gain = self.library.importance(self.booster, self.feature_names)
         return gain.sort_values(ascending=False)
 
-    def _gnn_source(self) -> str | None:
-        """The gnn weights the features need: random:SEED, or a file's full path."""
-        source = self.card["features"].get("gnn")
+    def _weights_source(self, family: str) -> str | None:
+        """The family's weights the features need: random:SEED, or a file's full path."""
+        source = self.card["features"].get(family)
         if source is not None and not isinstance(source, str):
-            raise BadModelError(f"card field features.gnn must be a string, not {source!r}")
+            raise BadModelError(f"card field features.{family} must be a string, not "
+                                f"{source!r}")
         if source is None or source.startswith("random:") or self.directory is None:
             return source
         # A saved model keeps its weights beside the card (`save`): a card naming any
         # other path is refused, so it cannot make xlarank read files outside the model.
         where = self.directory / CARD_FILE
-        return str(self.directory / plain_name(source, where, "features.gnn"))
+        return str(self.directory / plain_name(source, where, f"features.{family}"))
 
     def save(self, directory: str | Path) -> Path:
-        """Write model file and card (and trained gnn weights, copied beside them, so the
-        model scores without the original file); the directory is replaced whole."""
+        """Write model file and card (and trained gnn or gru weights, copied beside them, so
+        the model scores without the original file); the directory is replaced whole."""
         directory = Path(directory)
         card = self.card
-        source = self._gnn_source() if "gnn" in card["features"]["families"] else None
         with atomic_dir(directory) as tmp:
             self.library.save(self.booster, tmp / card["model_file"])
             # Checked at load (`checked_model_file`) before the library reads the file.
             card = {**card, "model_sha256": file_sha256(tmp / card["model_file"])}
-            if source is not None and not source.startswith("random:"):
-                shutil.copyfile(source, tmp / GNN_WEIGHTS_FILE)
-                card = {**card, "features": {**card["features"], "gnn": GNN_WEIGHTS_FILE}}
+            for family, name in WEIGHTS_FILES.items():
+                source = (self._weights_source(family)
+                          if family in card["features"]["families"] else None)
+                if source is not None and not source.startswith("random:"):
+                    shutil.copyfile(source, tmp / name)
+                    card = {**card, "features": {**card["features"], family: name}}
             write_card(tmp, card)
         self.card, self.directory = card, directory
         return directory
