@@ -11,10 +11,11 @@ Rows:
 - rank-graph: `xlarank.rank_graph` (raw config columns + graph-local features);
 - rank-graph --prior MODEL: the same plus a cross-graph model's score (only with --prior;
   the model of the file's collection under that folder);
-- rank-graph + gnn: the same plus the gnn embedding columns (random weights, no training;
-  issue 16). graph_metrics has no row here: its values are one per graph, constant inside
-  a graph, so in-graph it adds nothing by construction (bench/quality.py compares it
-  across graphs and on unet3d's default pipeline);
+- rank-graph + gnn, rank-graph + gru: the same plus the gnn or the gru embedding columns
+  (random weights, no training; issue 16). graph_metrics has no row here: its values
+  are one per graph, constant inside a graph, so in-graph it adds nothing by
+  construction (bench/quality.py compares it across graphs and on unet3d's default
+  pipeline);
 - default pipeline in-graph: models/<collection>.toml on features/default.toml, trained
   on the measured distinct configs as if they were a training split;
 - peer: raw config columns, LGBMRegressor (300 trees, learning rate 0.05, 31 leaves,
@@ -54,8 +55,8 @@ PEER_PARAMS = dict(n_estimators=300, learning_rate=0.05, num_leaves=31, min_chil
                    verbose=-1)
 RANK_GRAPH = "rank-graph"
 PRIOR = "rank-graph --prior"
-WITH_GNN = "rank-graph + gnn (random weights)"
-GNN_IN_GRAPH_SPEC = IN_GRAPH_SPEC.with_gnn("random:0")
+WITH_EMBEDDING = {"rank-graph + gnn (random weights)": IN_GRAPH_SPEC.with_gnn("random:0"),
+                  "rank-graph + gru (random weights)": IN_GRAPH_SPEC.with_gru("random:0")}
 PIPELINE = "default pipeline in-graph"
 PEER = "peer: raw config columns (LGBMRegressor)"
 RANDOM = "random"
@@ -131,12 +132,12 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
             by_index = ranked.set_index("config_index")["score"]
             scores[RANK_GRAPH] = (by_index.reindex(first[test]).to_numpy(),
                                   time.perf_counter() - started)
-            started = time.perf_counter()
-            ranked = rank_graph(graph, measured, seed=seed, threads=THREADS,
-                                spec=GNN_IN_GRAPH_SPEC)
-            by_index = ranked.set_index("config_index")["score"]
-            scores[WITH_GNN] = (by_index.reindex(first[test]).to_numpy(),
-                                time.perf_counter() - started)
+            for system, spec in WITH_EMBEDDING.items():
+                started = time.perf_counter()
+                ranked = rank_graph(graph, measured, seed=seed, threads=THREADS, spec=spec)
+                by_index = ranked.set_index("config_index")["score"]
+                scores[system] = (by_index.reindex(first[test]).to_numpy(),
+                                  time.perf_counter() - started)
             if prior is not None:
                 started = time.perf_counter()
                 ranked = rank_graph(graph, measured, prior=prior, seed=seed, threads=THREADS)

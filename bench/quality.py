@@ -19,7 +19,12 @@ ranker (models/baseline.toml on features/baseline.toml), random order, and "keep
 default layout" (layout only). The published systems xlarank descends from (issue 16): the
 default booster with the closed-form graph metrics added (features/graph-metrics.toml),
 and the "GNN vs trees" hybrid: graph metrics plus trained gnn columns into scikit-learn's
-HistGradientBoostingRegressor (models/objectives/sklearn-hgb.toml).
+HistGradientBoostingRegressor (models/objectives/sklearn-hgb.toml); the default booster
+with the gru columns (weights trained by regression of log runtime on the training split,
+or for unet3d on the training half); and the GRU recipe alone: the trained gru network
+with a linear readout of its columns, the readout refitted by least squares on the same
+training rows (per graph centred -log runtime, as the network was trained), used as the
+ranker.
 
 Costs per system: training seconds (mean over seeds), the featurize seconds of its feature
 spec, and the peak of Python-tracked memory (numpy and pandas buffers, by tracemalloc;
@@ -37,6 +42,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from xlarank.data.collections import COLLECTIONS, get_collection, split_files
 from xlarank.data.graph import load_graph
@@ -44,6 +50,8 @@ from xlarank.evaluate import default_layout_scores, headline, headline_metric, r
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.features.embedding import save_weights
 from xlarank.features.gnn_train import train_gnn_weights
+from xlarank.features.gru import gru_column_names
+from xlarank.features.gru_train import train_gru_weights
 from xlarank.featurize import featurize_files
 from xlarank.frame import FrameMeta, read_frame
 from xlarank.rank.ensemble import average_normalized, load_training_plan
@@ -63,6 +71,32 @@ GM_SPEC = load_feature_spec(ROOT / "features" / "graph-metrics.toml")
 GM_NAME = "xlarank default + graph_metrics"
 HYBRID_NAME = "hybrid: graph_metrics + gnn (trained) + HistGradientBoosting"
 HYBRID_FEATURES = "hybrid"
+GRU_NAME = "xlarank default + gru columns (trained weights)"
+GRU_ALONE_NAME = "GRU recipe alone (its regression as the ranker)"
+GRU_FEATURES = "default+gru-trained"
+
+
+def gru_spec(weights: str):
+    return dataclasses.replace(load_feature_spec(ROOT / "features" / "default.toml")
+                               .with_gru(weights), name=GRU_FEATURES)
+
+
+def gru_alone_scores(train: tuple, valid_frame, is_tile: bool) -> np.ndarray:
+    """The GRU recipe's scores (higher is faster) of the valid rows: a least-squares
+    readout of the gru columns fitted to per-graph centred -log runtime of the train rows."""
+    table, _ = train
+    names = gru_column_names(is_tile)
+    target = table["runtime"].to_numpy(np.float64)
+    if is_tile:
+        target = target / table["normalizer"].to_numpy(np.float64)
+    y = -np.log(target)
+    graphs = table["graph_id"].to_numpy()
+    x = table[names].to_numpy(np.float64)
+    frame = pd.DataFrame(x).assign(y=y, g=graphs)
+    centred = frame.groupby("g").transform(lambda col: col - col.mean())
+    readout, *_ = np.linalg.lstsq(centred[list(range(len(names)))].to_numpy(),
+                                  centred["y"].to_numpy(), rcond=None)
+    return valid_frame[names].to_numpy(np.float64) @ readout
 
 
 def hybrid_spec(weights: str):
@@ -113,6 +147,10 @@ def evaluate_seed(train: dict, valid: dict, specs: dict, ensemble: tuple, seed: 
               for offset in (member_seeds or [0])]
     scores = average_normalized([f[0] for f in fitted], frame["graph_id"].to_numpy())
     out[ENSEMBLE_NAME] = (headline(frame, scores, is_tile), sum(f[1] for f in fitted))
+    if GRU_FEATURES in train:
+        started = time.perf_counter()
+        scores = gru_alone_scores(train[GRU_FEATURES], valid[GRU_FEATURES][0], is_tile)
+        out[GRU_ALONE_NAME] = (headline(frame, scores, is_tile), time.perf_counter() - started)
     out["peer: random"] = (headline(frame, random_scores(frame, seed), is_tile), 0.0)
     if not is_tile:
         out["peer: keep the default layout"] = (
@@ -142,6 +180,7 @@ def system_specs(collection_slug: str | None, trained_gnn: str | None = None) ->
             specs[TRAINED_GNN_NAME] = dataclasses.replace(specs[DEFAULT_NAME],
                                                           features=trained_gnn)
         specs[GM_NAME] = dataclasses.replace(specs[DEFAULT_NAME], features=GM_SPEC.name)
+        specs[GRU_NAME] = dataclasses.replace(specs[DEFAULT_NAME], features=GRU_FEATURES)
         if trained_gnn is not None:
             specs[HYBRID_NAME] = dataclasses.replace(
                 load_ranker_spec(ROOT / "models" / "objectives" / "sklearn-hgb.toml"),
@@ -166,10 +205,16 @@ def synthetic(data: Path, work: Path, seeds: list[int]) -> list[dict]:
         save_weights(weights, weights_path)
         trained_spec = dataclasses.replace(GNN_SPEC.with_gnn(str(weights_path.resolve())),
                                            name="default+gnn-trained")
+        gru_path = work / "gru" / f"{collection.slug}.npz"
+        started = time.perf_counter()
+        gru_weights, gru_history = train_gru_weights(split_files(data, collection, "train"),
+                                                     collection, epochs=GNN_EPOCHS)
+        gru_seconds = time.perf_counter() - started
+        save_weights(gru_weights, gru_path)
         featurize_seconds = {}
         for split in ("train", "valid"):
-            for spec in feature_specs + [trained_spec,
-                                         hybrid_spec(str(weights_path.resolve()))]:
+            for spec in feature_specs + [trained_spec, hybrid_spec(str(weights_path.resolve())),
+                                         gru_spec(str(gru_path.resolve()))]:
                 path = work / spec.name / collection.slug / f"{split}.parquet"
                 started = time.perf_counter()
                 featurize_files(split_files(data, collection, split), path, collection, split,
@@ -185,6 +230,8 @@ def synthetic(data: Path, work: Path, seeds: list[int]) -> list[dict]:
         row = {"collection": collection.id, "metric": headline_metric(collection.is_tile),
                "gnn_training": {"epochs": GNN_EPOCHS, "seconds": round(gnn_seconds, 1),
                                 "pairwise_loss_per_epoch": [round(x, 4) for x in history]},
+               "gru_training": {"epochs": GNN_EPOCHS, "seconds": round(gru_seconds, 1),
+                                "centred_mse_per_epoch": [round(x, 4) for x in gru_history]},
                "valid_graphs": int(frames["valid"]["default"][0]["graph_id"].nunique()),
                "featurize_seconds": {k: round(v, 2) for k, v in featurize_seconds.items()},
                "fit_peak_traced_mb": fit_memory(frames["train"], specs),
@@ -221,8 +268,13 @@ def unet3d(samples: Path, work: Path, seeds: list[int]) -> dict:
         save_weights(weights, weights_path)
         trained_spec = dataclasses.replace(GNN_SPEC.with_gnn(str(weights_path.resolve())),
                                            name="default+gnn-trained")
+        gru_weights, _ = train_gru_weights([path], collection, seed=seed,
+                                           epochs=GNN_EPOCHS * 4, allowed={path: allowed})
+        gru_path = work / "gru" / f"unet3d-seed{seed}.npz"
+        save_weights(gru_weights, gru_path)
         seed_blocks, seed_metas = dict(blocks), dict(metas)
-        for spec in (trained_spec, hybrid_spec(str(weights_path.resolve()))):
+        for spec in (trained_spec, hybrid_spec(str(weights_path.resolve())),
+                     gru_spec(str(gru_path.resolve()))):
             seed_blocks[spec.name] = featurize_graph(graph, spec, dedup=True)
             seed_metas[spec.name] = FrameMeta(
                 collection=collection.id, split="train", spec=spec.to_dict(),
@@ -244,7 +296,9 @@ def unet3d(samples: Path, work: Path, seeds: list[int]) -> dict:
     for key, name in (("gnn_random_minus_default", GNN_NAME),
                       ("gnn_trained_minus_default", TRAINED_GNN_NAME),
                       ("graph_metrics_minus_default", GM_NAME),
-                      ("hybrid_minus_default", HYBRID_NAME)):
+                      ("hybrid_minus_default", HYBRID_NAME),
+                      ("gru_trained_minus_default", GRU_NAME),
+                      ("gru_alone_minus_default", GRU_ALONE_NAME)):
         result[key] = round(result["systems"][name]["mean"]
                             - result["systems"][DEFAULT_NAME]["mean"], 4)
     return result
@@ -275,7 +329,8 @@ def targets(results: list[dict]) -> list[dict]:
                        **{f"{key}_minus_default": round(systems[name]["mean"]
                                                         - systems[DEFAULT_NAME]["mean"], 4)
                           for key, name in (("graph_metrics", GM_NAME),
-                                            ("hybrid", HYBRID_NAME))},
+                                            ("hybrid", HYBRID_NAME), ("gru_trained", GRU_NAME),
+                                            ("gru_alone", GRU_ALONE_NAME))},
                        "default_sd": round(systems[DEFAULT_NAME]["sd"], 4)})
     return checks
 
