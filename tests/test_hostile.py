@@ -653,11 +653,17 @@ def test_partial_submission_warns_how_many_ids_are_missing(tiny_data, tmp_path, 
     monkeypatch.setattr("xlarank.score.ranked_configs",
                         lambda graph, model: (np.arange(graph.n_configs), None))
     found = sum(len(split_files(tiny_data, c, "test")) for c in COLLECTIONS)
+    # The same test files without synth.json: no longer marked as generated data.
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data, ignore=shutil.ignore_patterns("synth.json"))
     with pytest.warns(XlarankWarning, match=f"{894 - found} of the 894 official test IDs"):
-        write_submission(tiny_data, dict.fromkeys(c.id for c in COLLECTIONS),
-                         tmp_path / "sub.csv")
+        write_submission(data, dict.fromkeys(c.id for c in COLLECTIONS), tmp_path / "sub.csv")
     lines = (tmp_path / "sub.csv").read_text().splitlines()
     assert len(lines) == found + 1 and all(line.split(",")[1] for line in lines[1:])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # generated data: nothing to warn about
+        write_submission(tiny_data, dict.fromkeys(c.id for c in COLLECTIONS),
+                         tmp_path / "sub2.csv")
 
 
 def test_eval_indices_that_miss_graphs_warn(tile_frames, tmp_path, models):
