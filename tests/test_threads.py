@@ -14,12 +14,50 @@ from xlarank.rank.spec import load_ranker_spec
 
 
 @pytest.fixture(autouse=True)
-def _restore_threads():
-    """Each test chooses its own count; the process's is put back after."""
-    before = threads._chosen, numba.get_num_threads()
+def _restore_threads(tmp_path, monkeypatch):
+    """Each test chooses its own count, in a jobs folder of its own (other xlarank
+    commands running on the machine are not counted); the process's is put back after."""
+    before = threads._chosen, threads._registered, numba.get_num_threads()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    threads._registered = None
     yield
-    threads._chosen = before[0]
-    numba.set_num_threads(before[1])
+    threads._chosen, threads._registered = before[0], before[1]
+    numba.set_num_threads(before[2])
+
+
+def _dead_pid() -> int:
+    """A pid no process has: that of a child that has exited."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_running_jobs_count_live_pid_files_and_drop_dead_ones(tmp_path):
+    import os
+
+    assert threads.running_jobs() == 0  # no folder yet
+    threads.use_threads(None)  # registers this process
+    folder = threads.jobs_dir()
+    assert folder.parent == tmp_path and (folder / str(os.getpid())).exists()
+    dead = _dead_pid()
+    (folder / str(dead)).touch()
+    (folder / str(os.getppid())).touch()
+    assert threads.running_jobs() == 2
+    assert not (folder / str(dead)).exists()
+
+
+def test_threads_are_shared_with_jobs_that_start_later(monkeypatch):
+    import os
+
+    monkeypatch.setattr(threads, "available_cores", lambda: 4)
+    monkeypatch.setenv("MAKEFLAGS", "")
+    assert threads.use_threads(None) == 4
+    (threads.jobs_dir() / str(os.getppid())).touch()  # a second job starts
+    assert threads.chosen_threads() == 2
+    assert threads.use_threads(3) == 3 and threads.chosen_threads() == 3  # --threads wins
 
 
 @pytest.mark.parametrize("flags, jobs", [
