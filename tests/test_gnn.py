@@ -251,10 +251,6 @@ def test_gnn_train_cli_weights_train_and_travel_with_the_model(tiny_data, repo_s
     from typer.testing import CliRunner
 
     from xlarank.cli import app
-    from xlarank.frame import read_frame
-    from xlarank.rank.model import load_model
-    from xlarank.rank.spec import load_ranker_spec
-    from xlarank.rank.train import train_ranker
 
     runner = CliRunner()
     weights = tmp_path / "gnn.npz"
@@ -263,12 +259,28 @@ def test_gnn_train_cli_weights_train_and_travel_with_the_model(tiny_data, repo_s
     assert result.exit_code == 0, result.output
     trained = load_weights(str(weights))
     assert not np.array_equal(trained["head"], random_weights(0)["head"])
+    assert_weights_travel_with_the_model(tiny_data, repo_specs, tmp_path, weights, "gnn")
+
+
+def assert_weights_travel_with_the_model(tiny_data, repo_specs, tmp_path, weights, embedding):
+    """Featurize with trained weights of an embedding family, train and save a ranker, delete
+    the weights file: the saved model carries its own copy and scores a file as its frame."""
+    from typer.testing import CliRunner
+
+    from xlarank.cli import app
+    from xlarank.frame import read_frame
+    from xlarank.rank.model import load_model
+    from xlarank.rank.spec import load_ranker_spec
+    from xlarank.rank.train import train_ranker
+
+    runner = CliRunner()
     frames = {}
     for split in ("train", "valid"):
         out = tmp_path / f"{split}.parquet"
         result = runner.invoke(app, ["featurize", str(tiny_data), "--collection",
                                      "layout-xla-random", "--split", split, "--embedding",
-                                     "gnn", "--gnn-weights", str(weights), "--out", str(out)])
+                                     embedding, f"--{embedding}-weights", str(weights),
+                                     "--out", str(out)])
         assert result.exit_code == 0, result.output
         frames[split] = read_frame(out)
     train, meta = frames["train"]
@@ -278,7 +290,7 @@ def test_gnn_train_cli_weights_train_and_travel_with_the_model(tiny_data, repo_s
     ranker.save(tmp_path / "model")
     weights.unlink()  # the model carries its own copy
     again = load_model(tmp_path / "model")
-    assert (tmp_path / "model" / "gnn_weights.npz").exists()
+    assert (tmp_path / "model" / f"{embedding}_weights.npz").exists()
     assert again.feature_spec.hash == meta.spec_hash
     valid, valid_meta = frames["valid"]
     again.check_frame(valid_meta)

@@ -11,7 +11,7 @@ import pytest
 
 import naive
 from conftest import REPO_SPECS
-from test_gnn import random_graph
+from test_gnn import assert_weights_travel_with_the_model, random_graph
 from xlarank.data.collections import get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.errors import SpecError
@@ -352,10 +352,6 @@ def test_gnn_train_cli_gru_weights_train_and_travel_with_the_model(tiny_data, re
     from typer.testing import CliRunner
 
     from xlarank.cli import app
-    from xlarank.frame import read_frame
-    from xlarank.rank.model import load_model
-    from xlarank.rank.spec import load_ranker_spec
-    from xlarank.rank.train import train_ranker
 
     runner = CliRunner()
     weights = tmp_path / "gru.npz"
@@ -366,26 +362,4 @@ def test_gnn_train_cli_gru_weights_train_and_travel_with_the_model(tiny_data, re
     assert "centred log-runtime mse" in result.output
     trained = load_gru_weights(str(weights))
     assert not np.array_equal(trained["hidden"], random_gru_weights(0)["hidden"])
-    frames = {}
-    for split in ("train", "valid"):
-        out = tmp_path / f"{split}.parquet"
-        result = runner.invoke(app, ["featurize", str(tiny_data), "--collection",
-                                     "layout-xla-random", "--split", split, "--embedding",
-                                     "gru", "--gru-weights", str(weights), "--out", str(out)])
-        assert result.exit_code == 0, result.output
-        frames[split] = read_frame(out)
-    train, meta = frames["train"]
-    spec = load_ranker_spec(repo_specs.models("layout-xla-random"))
-    spec = dataclasses.replace(spec, features=meta.spec["name"], num_rounds=10)
-    ranker = train_ranker(train, meta, spec)
-    ranker.save(tmp_path / "model")
-    weights.unlink()  # the model carries its own copy
-    again = load_model(tmp_path / "model")
-    assert (tmp_path / "model" / "gru_weights.npz").exists()
-    assert again.feature_spec.hash == meta.spec_hash
-    valid, valid_meta = frames["valid"]
-    again.check_frame(valid_meta)
-    path = split_files(tiny_data, get_collection("layout-xla-random"), "valid")[0]
-    block = featurize_graph(load_graph(path), again.feature_spec)
-    rows = valid[valid["graph_id"] == block["graph_id"].iloc[0]]
-    np.testing.assert_allclose(again.predict(block), again.predict(rows.reset_index(drop=True)))
+    assert_weights_travel_with_the_model(tiny_data, repo_specs, tmp_path, weights, "gru")
