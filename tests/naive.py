@@ -114,26 +114,44 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
     return out
 
 
+def _default_place(value, part, j, default_layout, operand_pos, operand_info) -> float:
+    if value < 0:
+        return -1.0
+    if part > 0 and operand_pos[j, part - 1] == -2:
+        return 6.0
+    reference = (list(default_layout[j]) if part == 0
+                 else [int(v) for v in operand_info[j, part - 1, 1:7]])
+    return float(reference.index(value)) if value in reference else 6.0
+
+
 def layout_node_slots(configs, slots, dims, default_layout, operand_pos, operand_info,
                       operand_dims):
     """Per config, per slot: changed, fixed count, pad ratio, input and kernel read pad
-    ratios, log1p relayout bytes."""
+    ratios, log1p relayout bytes, then the minor and second-minor dims of the output, input
+    and kernel layouts as places in their default layouts."""
     c = configs.shape[0]
-    out = np.zeros((c, 6 * len(slots)))
+    width = 12
+    out = np.zeros((c, width * len(slots)))
     for i in range(c):
         layouts = configs[i]
         for k, j in enumerate(slots):
             if j < 0:
                 continue
-            out[i, 6 * k] = 0.0 if keeps_default(layouts[j, :6], default_layout[j]) else 1.0
-            out[i, 6 * k + 1] = int((layouts[j, :6] >= 0).sum())
-            out[i, 6 * k + 2] = _pad_of(dims[j],
-                                        effective_layout(layouts[j, :6], default_layout[j]))[0]
+            col = width * k
+            out[i, col] = 0.0 if keeps_default(layouts[j, :6], default_layout[j]) else 1.0
+            out[i, col + 1] = int((layouts[j, :6] >= 0).sum())
+            out[i, col + 2] = _pad_of(dims[j],
+                                      effective_layout(layouts[j, :6], default_layout[j]))[0]
             for slot in range(2):
-                out[i, 6 * k + 3 + slot] = _read_pad(layouts, j, slot, default_layout,
-                                                     operand_pos, operand_info, operand_dims)
-            out[i, 6 * k + 5] = math.log1p(sum(_relayout_list(layouts, j, default_layout,
-                                                              operand_pos, operand_info)))
+                out[i, col + 3 + slot] = _read_pad(layouts, j, slot, default_layout,
+                                                   operand_pos, operand_info, operand_dims)
+            out[i, col + 5] = math.log1p(sum(_relayout_list(layouts, j, default_layout,
+                                                            operand_pos, operand_info)))
+            for part in range(3):
+                for s in range(2):
+                    out[i, col + 6 + 2 * part + s] = _default_place(
+                        int(layouts[j, 6 * part + s]), part, j, default_layout, operand_pos,
+                        operand_info)
     return out
 
 

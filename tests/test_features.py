@@ -12,9 +12,15 @@ from conftest import REPO_SPECS
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.features import feature_names, featurize_graph, load_feature_spec
 from xlarank.features.build import layout_config_features
-from xlarank.features.families.config_nodes import node_slots
+from xlarank.features.families.config_nodes import NODE_SLOTS, node_slots, touched_bytes
 from xlarank.features.families.khop import khop_weights
-from xlarank.features.tables import default_layout, node_shapes, operand_tables, undirected_csr
+from xlarank.features.tables import (
+    GraphTables,
+    default_layout,
+    node_shapes,
+    operand_tables,
+    undirected_csr,
+)
 
 DEFAULT = load_feature_spec(REPO_SPECS.features("default"))
 BASELINE = load_feature_spec(REPO_SPECS.features("baseline"))
@@ -123,6 +129,30 @@ def test_operand_tables_match_pandas_reference(samples):
 def test_node_slots_order_by_bytes_then_position():
     assert node_slots(np.array([5.0, 9.0, 5.0, 1.0]), 6).tolist() == [1, 0, 2, 3, -1, -1]
     assert node_slots(np.array([3.0, 2.0, 1.0]), 2).tolist() == [0, 1]
+
+
+def test_touched_bytes_adds_the_two_operands():
+    output = np.array([10.0, 1.0, 5.0])
+    info = np.zeros((3, 2, 7))
+    info[1, :, 0] = [100.0, 50.0]  # a small output reading large operands
+    info[2, 0, 0] = 2.0            # one operand only
+    assert touched_bytes(output, info).tolist() == [10.0, 151.0, 7.0]
+    assert node_slots(touched_bytes(output, info), 3).tolist() == [1, 0, 2]
+
+
+def test_config_nodes_slots_hold_unet3d_weight_gradient_convolutions(samples):
+    # On the real unet3d the output and input layouts of weight-gradient convolutions
+    # (small outputs, large operands) order the runtimes (FORMAT.md's per-node signal; found
+    # by a booster on the raw columns: nodes 35 and 47 carry 88% of its gain on the bulk of
+    # configs, node 36 another 11%). By output bytes they ranked 45th and 51st of 56, outside
+    # the slots; by bytes touched 35 and 47 are among the 32 (36, 51 MB touched, is not).
+    graph = load_graph(next(p for p in samples if p.stem == "unet3d"), configs=False)
+    tables = GraphTables(graph).configurable
+    slots = node_slots(touched_bytes(tables.nbytes, tables.operand_info), NODE_SLOTS)
+    by_output = node_slots(tables.nbytes, NODE_SLOTS)
+    for j in (35, 47):
+        assert tables.nbytes[j] < 1e6 and tables.operand_info[j, :, 0].sum() > 2e8
+        assert j in slots and j not in by_output
 
 
 def test_khop_weights_are_finite_on_real_samples(samples):

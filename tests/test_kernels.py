@@ -123,9 +123,14 @@ def test_real_encoding_compares_fixed_positions_only():
     assert joined[1, 4] == pytest.approx(128 / 7)
     slots = layout_node_slots(configs, np.array([0, -1]), dims, default, no_operands, info,
                               operand_dims)
-    np.testing.assert_allclose(slots[:, :6], [[0, 2, 8 / 7, 1, 1, 0], [1, 2, 128 / 7, 1, 1, 0],
-                                              [0, 0, 8 / 7, 1, 1, 0]], rtol=1e-6)
-    assert not slots[:, 6:].any()
+    # The fixed pair as places in the default layout: as the default (0, 1), swapped
+    # (1, 0), nothing fixed (-1); input and kernel reads fix nothing.
+    unfixed_reads = [-1, -1, -1, -1]
+    np.testing.assert_allclose(slots[:, :12], [[0, 2, 8 / 7, 1, 1, 0, 0, 1, *unfixed_reads],
+                                               [1, 2, 128 / 7, 1, 1, 0, 1, 0, *unfixed_reads],
+                                               [0, 0, 8 / 7, 1, 1, 0, -1, -1, *unfixed_reads]],
+                               rtol=1e-6)
+    assert not slots[:, 12:].any()
 
 
 def test_operand_read_layout_pads_and_relayouts():
@@ -153,6 +158,8 @@ def test_operand_read_layout_pads_and_relayouts():
                               operand_dims)
     assert slots[:, 3].tolist() == pytest.approx([4.0, 64.0])
     assert slots[:, 5].tolist() == pytest.approx([0.0, np.log1p(1000.0)])
+    # The input read as made puts the operand's default pair in place (0, 1); swapped, (1, 0).
+    assert slots[:, 8:10].tolist() == [[0.0, 1.0], [1.0, 0.0]]
 
 
 @pytest.mark.parametrize("seed", SEEDS)

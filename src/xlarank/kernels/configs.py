@@ -36,6 +36,14 @@ NODE_SLOT_STATS = (
     "input_pad_ratio",   # the same for its first operand, in the layout it is read in
     "kernel_pad_ratio",  # the same for its second operand (convolution, dot kernels)
     "relayout_log_bytes",  # log1p bytes of this node's operands read in another layout
+    # Which dims the config puts at the minor-most and second-minor places, each named by
+    # its place in the tensor's default layout (0: the default minor-most dim), -1 where the
+    # config fixes nothing (6: a dim the default layout lacks): in one graph these tell the
+    # node's options apart exactly as the raw dim ids do, and across graphs "the default's
+    # second-minor dim made minor" means the same.
+    "out_minor", "out_second",        # its output
+    "input_minor", "input_second",    # its first operand, as read
+    "kernel_minor", "kernel_second",  # its second operand, as read
 )
 NODE_SLOT_WIDTH = len(NODE_SLOT_STATS)
 
@@ -277,10 +285,28 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
     return out
 
 
+@njit(cache=True, inline="always")
+def _default_place(configs, i, j, part, s, default_layout, operand_pos, operand_info):
+    """The place in its default layout of the dim that config i fixes at position s of node
+    j's output (part 0), input (1) or kernel (2) layout; -1 where it fixes none, 6 where the
+    default layout has no such dim (or there is no such operand)."""
+    value = configs[i, j, 6 * part + s]
+    if value < 0:
+        return -1.0
+    if part > 0 and operand_pos[j, part - 1] == -2:
+        return 6.0
+    for place in range(6):
+        made = default_layout[j, place] if part == 0 else operand_info[j, part - 1, 1 + place]
+        if made == value:
+            return float(place)
+    return 6.0
+
+
 @njit(cache=True, nogil=True)
 def layout_node_slots(configs, slots, dims, default_layout, operand_pos, operand_info,
                       operand_dims):
-    """float32 (n_configs, 6 * n_slots): NODE_SLOT_STATS of chosen configurable nodes.
+    """float32 (n_configs, NODE_SLOT_WIDTH * n_slots): NODE_SLOT_STATS of chosen
+    configurable nodes.
 
     slots: int64 (n_slots,) index among configurable nodes of the node in each slot, -1
     for an empty slot (its columns stay 0); the other arguments as for
@@ -310,6 +336,10 @@ def layout_node_slots(configs, slots, dims, default_layout, operand_pos, operand
                                                          read_pads)
             out[i, col + 5] = np.log1p(_relayouts(configs, i, j, default_layout, operand_pos,
                                                   operand_info)[0])
+            for part in range(3):
+                for s in range(2):
+                    out[i, col + 6 + 2 * part + s] = _default_place(
+                        configs, i, j, part, s, default_layout, operand_pos, operand_info)
     return out
 
 
