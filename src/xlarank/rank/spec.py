@@ -13,6 +13,7 @@ from xlarank.rank.boosters import BOOSTERS
 from xlarank.rank.labels import N_GRADES
 
 MAX_GRADES = 1000
+POINTWISE_LABELS = ("percentile", "log_slowdown")
 COLLECTION_IDS = tuple(c.id for c in COLLECTIONS)
 # LightGBM refuses queries of more than 10,000 rows; the bound holds for every library.
 MAX_GROUP_ROWS = 10_000
@@ -39,6 +40,10 @@ class RankerSpec:
     seed: int = 0
     # Relevance grades per graph (quantiles of runtime); gains are linear in the grade.
     grades: int = N_GRADES
+    # Pointwise objectives' label: "percentile" (`faster_share`) or "log_slowdown"; ranking
+    # objectives take grades. Empty: "grades" for ranking objectives, "log_slowdown" for
+    # pointwise ones.
+    label: str = ""
     # The collections (ids such as "tile:xla") the spec was made for; training refuses a
     # frame of another. Empty: any collection (the objective specs).
     collections: list = field(default_factory=list)
@@ -46,10 +51,15 @@ class RankerSpec:
 
     @property
     def pointwise(self) -> bool:
-        """Whether the objective regresses -log slowdown per row instead of ranking graded
-        configs per graph."""
+        """Whether the objective regresses a label per row (`label_scheme`) instead of
+        ranking graded configs per graph."""
         library = BOOSTERS.get(self.library)
         return library is not None and self.objective in library.pointwise
+
+    @property
+    def label_scheme(self) -> str:
+        """The training label: "grades", "percentile" or "log_slowdown"."""
+        return self.label or ("log_slowdown" if self.pointwise else "grades")
 
 
 def load_ranker_spec(path: str | Path) -> RankerSpec:
@@ -64,7 +74,7 @@ def load_ranker_spec(path: str | Path) -> RankerSpec:
         spec = RankerSpec(**raw)
     except TypeError as exc:
         raise SpecError(f"{path}: {exc}") from None
-    for name in ("name", "features", "library", "objective"):
+    for name in ("name", "features", "library", "objective", "label"):
         if not isinstance(getattr(spec, name), str):
             raise SpecError(f"{path}: {name} must be a string, not "
                             f"{getattr(spec, name)!r}")
@@ -74,6 +84,10 @@ def load_ranker_spec(path: str | Path) -> RankerSpec:
     if spec.objective not in library.objectives:
         raise SpecError(f"{path}: objective {spec.objective!r} is not one of "
                         f"{', '.join(library.objectives)} for {spec.library}")
+    allowed = POINTWISE_LABELS if spec.pointwise else ("grades",)
+    if spec.label and spec.label not in allowed:
+        raise SpecError(f"{path}: label {spec.label!r} does not suit objective "
+                        f"{spec.objective!r}; one of {', '.join(allowed)}")
     _check_integer(path, "num_rounds", spec.num_rounds, 1, MAX_ROUNDS)
     _check_integer(path, "max_configs_per_graph", spec.max_configs_per_graph, 2,
                    MAX_GROUP_ROWS)

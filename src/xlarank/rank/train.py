@@ -25,7 +25,7 @@ from xlarank.data.collections import Collection, get_collection
 from xlarank.errors import MismatchError, XlarankError, XlarankWarning
 from xlarank.frame import FrameMeta, group_sizes
 from xlarank.rank.boosters import get_library
-from xlarank.rank.labels import log_slowdown, relevance_grades
+from xlarank.rank.labels import faster_share, log_slowdown, relevance_grades
 from xlarank.rank.ranker import MODEL_FORMAT, Ranker
 from xlarank.rank.spec import RankerSpec
 from xlarank.target import ranking_target
@@ -90,14 +90,17 @@ def training_arrays(frame: pd.DataFrame, names: list[str], is_tile: bool, spec: 
     """Sampled rows of a frame of whole graphs: x float32 (rows, features), labels (rows,),
     group sizes int64 (graphs,).
 
-    Labels are int32 relevance grades (higher is faster) for ranking objectives, and
-    float64 -log_slowdown (0 for the fastest, higher is faster) for pointwise ones.
+    Labels (higher is faster) follow the spec's `label_scheme`: int32 relevance grades for
+    ranking objectives; for pointwise ones float64 `faster_share` (1 for the fastest) or
+    -log_slowdown (0 for the fastest).
     """
     rows = sample_configs(frame, group_sizes(frame), spec.max_configs_per_graph, spec.seed)
     train = frame.iloc[rows]
     sizes = group_sizes(train)
     target = ranking_target(train, is_tile)
-    labels = (-log_slowdown(target, sizes) if spec.pointwise
+    scheme = spec.label_scheme
+    labels = (faster_share(target, sizes) if scheme == "percentile"
+              else -log_slowdown(target, sizes) if scheme == "log_slowdown"
               else relevance_grades(target, sizes, spec.grades))
     return train[names].to_numpy(dtype=np.float32), labels, sizes
 
