@@ -1,7 +1,8 @@
 """Ablation: quality with each feature family removed, on synthetic and on real data.
 
 - synthetic (an `xlarank synth` tree): featurizes train and valid with the default spec
-  plus every other per-config family (config_nodes), then per collection trains
+  plus any per-config family it leaves out (EXTRA_FAMILIES; config_nodes, in the default
+  since issue "Rank real graphs well"), then per collection trains
   models/<collection>.toml on all features and once per family with that family's columns
   left out, and evaluates each on valid. The figures show what each family carries under
   the synthetic cost model, not on TpuGraphs.

@@ -76,6 +76,17 @@ def test_pointwise_labels_are_negated_log_slowdown(frames, repo_specs):
     assert np.allclose(np.maximum.reduceat(labels, starts), 0.0)
 
 
+def test_percentile_labels_span_each_graph(frames, repo_specs):
+    train, meta = read_frame(frames["default", "layout-xla-default", "train"])
+    spec = load_ranker_spec(repo_specs.models("layout-xla-default"))
+    assert spec.pointwise and spec.label_scheme == "percentile"
+    _, labels, sizes = training_arrays(train, meta.feature_names, False, spec)
+    assert labels.dtype == np.float64 and labels.min() >= 0 and labels.max() <= 1
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    assert np.allclose(np.maximum.reduceat(labels, starts), 1.0)
+    assert np.allclose(np.minimum.reduceat(labels, starts), 0.0)
+
+
 def test_train_from_specs_one_booster_or_an_ensemble(frames, spec_dir, tmp_path):
     train = frames["default", "tile-xla", "train"]
     said = []
