@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import contextmanager
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
-from conftest import REPO_SPECS
+from conftest import REPO_SPECS, small
 from xlarank.data.collections import COLLECTIONS, get_collection
 from xlarank.errors import MismatchError, XlarankError
 from xlarank.evaluate import per_graph_metrics, random_scores
 from xlarank.features import load_feature_spec
-from xlarank.frame import group_sizes, read_frame, read_meta
+from xlarank.frame import group_sizes, read_frame, read_meta, write_frame
 from xlarank.rank.ensemble import Ensemble
 from xlarank.rank.model import load_model
 from xlarank.rank.ranker import Ranker
 from xlarank.rank.spec import load_ranker_spec
-from xlarank.rank.train import train_ranker, training_arrays
+from xlarank.rank.train import train_ranker, train_ranker_from_file, training_arrays
 from xlarank.rank.train_specs import train_from_specs
 
 DEFAULT = load_feature_spec(REPO_SPECS.features("default"))
@@ -74,6 +76,30 @@ def test_pointwise_labels_are_negated_log_slowdown(frames, repo_specs):
     assert labels.dtype == np.float64 and (labels <= 0).all()
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     assert np.allclose(np.maximum.reduceat(labels, starts), 0.0)
+
+
+@pytest.mark.parametrize("collection", ["tile-xla", "layout-nlp-random"])
+def test_training_from_the_file_equals_training_in_memory(frames, repo_specs, collection,
+                                                          tmp_path, monkeypatch):
+    # Row group by row group (a few graphs each here), with graphs past
+    # max_configs_per_graph drawn down: the same rows, labels and booster as on the whole
+    # frame.
+    import xlarank.frame
+
+    table, meta = read_frame(frames["default", collection, "train"])
+    monkeypatch.setattr(xlarank.frame, "ROW_GROUP_ROWS", 10)
+    path = tmp_path / "frame.parquet"
+    blocks = [block for _, block in table.groupby("graph_id", sort=False)]
+    write_frame(path, blocks, get_collection(meta.collection), meta.split,
+                load_feature_spec(repo_specs.features("default")), meta.feature_names,
+                dedup=meta.dedup)
+    assert pq.ParquetFile(path).metadata.num_row_groups > 1
+    spec = dataclasses.replace(small(load_ranker_spec(repo_specs.models(collection))),
+                               max_configs_per_graph=4)
+    whole = train_ranker(table, meta, spec, threads=1)
+    streamed = train_ranker_from_file(path, spec, threads=1)
+    np.testing.assert_array_equal(whole.predict(table), streamed.predict(table))
+    assert streamed.card["training_data"] == whole.card["training_data"]
 
 
 def test_percentile_labels_span_each_graph(frames, repo_specs):

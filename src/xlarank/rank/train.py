@@ -1,9 +1,9 @@
 """Training one ranker: the preparation and the card that every engine shares.
 
 Both engines refuse the same frames (`check_trainable`), draw and label the same rows
-(`training_arrays`: local on the whole frame, `xlarank.distributed` per partition of whole
-graphs) and write the same card (`build_card`); they differ only in the adapter's fit call
-(`fit` here, `fit_dask` there).
+(`training_arrays`: locally on a frame in memory or on a frame file one row group at a time,
+`xlarank.distributed` per partition of whole graphs) and write the same card
+(`build_card`); they differ only in the adapter's fit call (`fit` here, `fit_dask` there).
 
 `train_from_specs` is what ``xlarank train`` runs: booster or ensemble spec files, either
 engine, a validation frame's metrics in the card, the model directory written.
@@ -16,6 +16,7 @@ import time
 import warnings
 import zlib
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -23,7 +24,7 @@ import pandas as pd
 from xlarank import __version__
 from xlarank.data.collections import Collection, get_collection
 from xlarank.errors import MismatchError, XlarankError, XlarankWarning
-from xlarank.frame import FrameMeta, group_sizes
+from xlarank.frame import FrameMeta, group_sizes, read_meta
 from xlarank.rank.boosters import get_library
 from xlarank.rank.labels import faster_share, log_slowdown, relevance_grades
 from xlarank.rank.ranker import MODEL_FORMAT, Ranker
@@ -139,10 +140,41 @@ def train_ranker(frame: pd.DataFrame, meta: FrameMeta, spec: RankerSpec,
     """
     collection = check_trainable(meta, spec, frame["runtime"].to_numpy(),
                                  frame["graph_id"].to_numpy())
-    names = meta.feature_names
-    x, labels, sizes = training_arrays(frame, names, collection.is_tile, spec)
+    x, labels, sizes = training_arrays(frame, meta.feature_names, collection.is_tile, spec)
+    return _fit(meta, spec, collection, x, labels, sizes, len(group_sizes(frame)), len(frame),
+                threads)
+
+
+def train_ranker_from_file(path: str | Path, spec: RankerSpec, threads: int = 0) -> Ranker:
+    """`train_ranker` of a frame file, read one row group (whole graphs) at a time: only
+    the drawn configs are held, so a frame larger than memory trains. Each graph's draw is
+    seeded by the graph alone (`sample_configs`), so the booster equals the one
+    `train_ranker` fits on the whole frame."""
+    import pyarrow.parquet as pq
+
+    meta = read_meta(path)
+    keys = pq.read_table(path, columns=["runtime", "graph_id"])
+    graph_ids = keys["graph_id"].to_numpy()
+    collection = check_trainable(meta, spec, keys["runtime"].to_numpy(), graph_ids)
+    del keys
+    columns = ["graph_id", "runtime", "normalizer", *meta.feature_names]
+    parquet = pq.ParquetFile(path)
+    parts = [training_arrays(parquet.read_row_group(group, columns=columns).to_pandas(),
+                             meta.feature_names, collection.is_tile, spec)
+             for group in range(parquet.metadata.num_row_groups)]
+    x, labels, sizes = (np.concatenate([part[k] for part in parts]) for k in range(3))
+    return _fit(meta, spec, collection, x, labels, sizes, len(pd.unique(graph_ids)),
+                len(graph_ids), threads)
+
+
+def _fit(meta: FrameMeta, spec: RankerSpec, collection: Collection, x: np.ndarray,
+         labels: np.ndarray, sizes: np.ndarray, graphs: int, rows: int,
+         threads: int) -> Ranker:
+    """The booster fitted on `training_arrays` output, with its card (``graphs`` and
+    ``rows`` of the whole frame)."""
     started = time.perf_counter()
-    booster = get_library(spec.library).fit(x, labels, sizes, names, spec, threads)
-    card = build_card(meta, spec, collection, graphs=len(group_sizes(frame)), rows=len(frame),
-                      rows_used=len(x), seconds=time.perf_counter() - started)
+    booster = get_library(spec.library).fit(x, labels, sizes, meta.feature_names, spec,
+                                            threads)
+    card = build_card(meta, spec, collection, graphs=graphs, rows=rows, rows_used=len(x),
+                      seconds=time.perf_counter() - started)
     return Ranker(card=card, booster=booster)

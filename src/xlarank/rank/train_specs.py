@@ -24,7 +24,7 @@ from xlarank.rank.ensemble import load_training_plan, train_ensemble
 from xlarank.rank.model import Model
 from xlarank.rank.ranker import CARD_FILE, Ranker
 from xlarank.rank.spec import RankerSpec
-from xlarank.rank.train import train_ranker
+from xlarank.rank.train import train_ranker_from_file
 from xlarank.specs import default_booster_spec, spec_path
 
 
@@ -96,10 +96,8 @@ def train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
     with status(f"training {what} on {frame_path} ({engine})"), \
             engine_client(engine, scheduler, workers) as client:
         if client is None:
-            table, meta = read_frame(frame_path)
-
             def train_one(spec: RankerSpec) -> Ranker:
-                return train_ranker(table, meta, spec, threads=threads)
+                return train_ranker_from_file(frame_path, spec, threads=threads)
         else:
             def train_one(spec: RankerSpec) -> Ranker:
                 return train_ranker_dask(client, frame_path, spec, threads or 1)
