@@ -320,11 +320,12 @@ def refuse_work(*args, **kwargs):
 
 
 def refuse_all_work(monkeypatch) -> None:
-    # Patched where each command calls it: train_specs binds train_ranker at import, so
+    # Patched where each command calls it: train_specs binds train_ranker_from_file at import, so
     # patching xlarank.rank.train alone would leak into a train_specs first imported here.
     import xlarank.rank.train_specs  # noqa: F401 (imported before it is patched)
 
-    for where in ("xlarank.rank.train.train_ranker", "xlarank.rank.train_specs.train_ranker",
+    for where in ("xlarank.rank.train.train_ranker", "xlarank.rank.train.train_ranker_from_file",
+                  "xlarank.rank.train_specs.train_ranker_from_file",
                   "xlarank.score.featurize_graph"):
         monkeypatch.setattr(where, refuse_work)
 
