@@ -136,22 +136,8 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
 
     if not isinstance(graph, (TileGraph, LayoutGraph)):
         graph = load_graph(graph)
-    if graph.n_configs == 0:
-        raise MeasuredError(f"{graph.path}: the graph has no configs to rank")
-    measured = check_measured(measured)
-    unknown = measured["config_index"] >= graph.n_configs
-    if unknown.any():
-        first_unknown = int(measured["config_index"][unknown].iloc[0])
-        raise MeasuredError(f"{graph.path}: config_index {first_unknown} is not among its "
-                            f"{graph.n_configs} configs")
-    runtime = measured.groupby("config_index")["runtime"].median()
+    runtime = measured_runtimes(graph, measured)
     rows = runtime.index.to_numpy(np.int64)
-    raw = _config_columns(graph)
-    if len(np.unique(raw[rows], axis=0)) < 2:
-        raise MeasuredError(f"{graph.path}: fewer than 2 distinct configs measured; an "
-                            "order needs at least two")
-    if runtime.nunique() < 2:
-        raise MeasuredError(f"{graph.path}: every measured runtime is equal; nothing to learn")
     if prior is not None and not hasattr(prior, "predict"):
         prior = load_model(prior)
     if prior is not None:
@@ -169,11 +155,42 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
                        params={"min_data_in_bin": 1, "verbosity": -1})
     booster = lgb.train(params, data, num_boost_round=IN_GRAPH_ROUNDS)
     score = -booster.predict(x, num_threads=threads)
-    order = np.lexsort((np.arange(graph.n_configs), -score))
-    measured_runtime = np.full(graph.n_configs, np.nan)
-    measured_runtime[rows] = runtime.to_numpy()
+    return ranked_table(score, runtime)
+
+
+def measured_runtimes(graph: TileGraph | LayoutGraph, measured: pd.DataFrame) -> pd.Series:
+    """float64 runtimes (ns) indexed by config index: the median of each measured config,
+    after refusing (`MeasuredError`) a graph without configs, unknown config indices,
+    fewer than two distinct measured configs, or runtimes that are all equal."""
+    if graph.n_configs == 0:
+        raise MeasuredError(f"{graph.path}: the graph has no configs to rank")
+    measured = check_measured(measured)
+    unknown = measured["config_index"] >= graph.n_configs
+    if unknown.any():
+        first_unknown = int(measured["config_index"][unknown].iloc[0])
+        raise MeasuredError(f"{graph.path}: config_index {first_unknown} is not among its "
+                            f"{graph.n_configs} configs")
+    runtime = measured.groupby("config_index")["runtime"].median()
+    rows = runtime.index.to_numpy(np.int64)
+    if len(np.unique(_config_columns(graph)[rows], axis=0)) < 2:
+        raise MeasuredError(f"{graph.path}: fewer than 2 distinct configs measured; an "
+                            "order needs at least two")
+    if runtime.nunique() < 2:
+        raise MeasuredError(f"{graph.path}: every measured runtime is equal; nothing to learn")
+    return runtime
+
+
+def ranked_table(score: np.ndarray, runtime: pd.Series) -> pd.DataFrame:
+    """Every config best first: rank (1 = predicted fastest), config_index, score (higher
+    is faster), measured (bool) and runtime (the measured median, NaN where not measured).
+    score: float64 (n_configs,); runtime: measured medians indexed by config index. Equal
+    scores keep config order."""
+    n_configs = len(score)
+    order = np.lexsort((np.arange(n_configs), -score))
+    measured_runtime = np.full(n_configs, np.nan)
+    measured_runtime[runtime.index.to_numpy(np.int64)] = runtime.to_numpy()
     return pd.DataFrame({
-        "rank": np.arange(1, graph.n_configs + 1),
+        "rank": np.arange(1, n_configs + 1),
         "config_index": order,
         "score": score[order],
         "measured": ~np.isnan(measured_runtime[order]),

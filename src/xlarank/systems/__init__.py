@@ -1,0 +1,147 @@
+"""The published systems beside xlarank, behind one small interface.
+
+Each system is one module here: xlarank itself (the booster pipeline, `xlarank.systems.
+booster`), the TpuGraphs paper's GNN baselines (`tpugraphs_gnn`), the GRU runtime model
+(`gru`) and the GNN-plus-trees hybrid (`hybrid`). A system is trained either across graphs
+(`RankingSystem.fit` on the labelled npz files of one collection's train split) or inside
+one graph (`RankingSystem.fit_graph` on the measured configs of that graph), and then
+scores every config of a graph (`RankingSystem.score`, higher is faster). The booster
+pipeline (`xlarank.rank`, `xlarank.features`) does not know about this package; the CLI
+(``rank-graph --system``) and bench/systems.py pick a system by name from `SYSTEMS`.
+
+jax is imported inside the GNN modules only, on first use (the ``gnn`` extra).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from xlarank.data.collections import Collection
+from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.errors import XlarankError
+
+# One epoch's record: {"epoch": int, "train_loss": float, "valid_loss": float or None}.
+EpochCallback = Callable[[dict], None]
+
+# name -> "module:class", imported on first use so that no system's libraries load with
+# the package.
+SYSTEMS = {
+    "xlarank": "xlarank.systems.booster:BoosterSystem",
+    "tpugraphs-gnn": "xlarank.systems.tpugraphs_gnn:TpuGraphsGnn",
+    "gru": "xlarank.systems.gru:GruSystem",
+    "hybrid": "xlarank.systems.hybrid:HybridSystem",
+}
+SYSTEM_FILE = "system.json"
+
+
+class RankingSystem(ABC):
+    """A ranker of one collection's configs.
+
+    Constructors only store settings (``seed``, ``threads``: None is the process's chosen
+    count, `xlarank.threads`); `fit` and `fit_graph` return self; fitted attributes end in
+    ``_``. ``history_`` is the list of epoch records of the last fit (empty for systems
+    without epochs); ``settings()`` is what the system was built with, stated beside the
+    authors' defaults where they differ (``defaults()``).
+    """
+
+    name: str = ""
+
+    def __init__(self, seed: int = 0, threads: int | None = None, **settings):
+        self.seed = seed
+        self.threads = threads
+        self.overrides = dict(settings)
+        unknown = set(settings) - set(self.defaults())
+        if unknown:
+            raise XlarankError(f"system {self.name}: unknown settings {sorted(unknown)}; "
+                               f"known: {sorted(self.defaults())}")
+        self.history_: list[dict] = []
+
+    @classmethod
+    def defaults(cls) -> dict:
+        """The settings this system runs with unless told otherwise."""
+        return {}
+
+    def settings(self) -> dict:
+        return {**self.defaults(), **self.overrides}
+
+    @abstractmethod
+    def fit(self, files: Sequence[Path], collection: Collection,
+            valid_files: Sequence[Path] = (), on_epoch: EpochCallback | None = None
+            ) -> RankingSystem:
+        """Train across graphs on labelled npz files of ``collection`` (valid_files, when
+        given, for early stopping and the valid loss curve)."""
+
+    @abstractmethod
+    def fit_graph(self, graph: TileGraph | LayoutGraph, runtime: pd.Series,
+                  on_epoch: EpochCallback | None = None) -> RankingSystem:
+        """Train inside one graph: ``runtime`` is float64 indexed by config index (the
+        measured configs, one median each, at least two distinct); the file's own
+        runtimes are never read."""
+
+    @abstractmethod
+    def score(self, graph: TileGraph | LayoutGraph) -> np.ndarray:
+        """float64 (n_configs,): every config's score, higher is predicted faster."""
+
+    def save(self, out_dir: Path) -> None:
+        """Write the fitted system into ``out_dir`` (made by the caller): system.json (its
+        name, seed and settings, history) plus the system's own files (`_save`)."""
+        out_dir = Path(out_dir)
+        card = {"system": self.name, "seed": self.seed, "settings": self.settings(),
+                "history": self.history_}
+        (out_dir / SYSTEM_FILE).write_text(json.dumps(card, indent=2, default=float))
+        self._save(out_dir)
+
+    def _save(self, out_dir: Path) -> None:
+        raise XlarankError(f"system {self.name} cannot be saved")
+
+    def _load(self, out_dir: Path) -> None:
+        raise XlarankError(f"system {self.name} cannot be loaded")
+
+
+def get_system(name: str) -> type[RankingSystem]:
+    """The class of a system by its registry name."""
+    try:
+        module, cls = SYSTEMS[name].split(":")
+    except KeyError:
+        raise XlarankError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}") from None
+    return getattr(importlib.import_module(module), cls)
+
+
+def load_system(out_dir: str | Path) -> RankingSystem:
+    """A system saved by `RankingSystem.save`."""
+    out_dir = Path(out_dir)
+    try:
+        card = json.loads((out_dir / SYSTEM_FILE).read_text())
+        name, seed, settings = card["system"], int(card["seed"]), dict(card["settings"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise XlarankError(f"{out_dir}: not a saved system ({exc})") from None
+    cls = get_system(name)
+    system = cls(seed=seed, **{k: v for k, v in settings.items() if k in cls.defaults()})
+    system.history_ = list(card.get("history", []))
+    system._load(out_dir)
+    return system
+
+
+def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
+                    threads: int | None = None, prior=None) -> pd.DataFrame:
+    """`xlarank.rank.ingraph.rank_graph`'s table (every config best first) from the system
+    named ``system`` trained inside the graph on ``measured`` (config_index, runtime)."""
+    from xlarank.rank.ingraph import measured_runtimes, rank_graph, ranked_table
+
+    if system == "xlarank":
+        return rank_graph(graph, measured, prior=prior, seed=seed, threads=threads)
+    if prior is not None:
+        raise XlarankError(f"--prior is xlarank's own option; system {system} takes none")
+    cls = get_system(system)
+    if not isinstance(graph, (TileGraph, LayoutGraph)):
+        graph = load_graph(graph)
+    runtime = measured_runtimes(graph, measured)
+    score = cls(seed=seed, threads=threads).fit_graph(graph, runtime).score(graph)
+    return ranked_table(score, runtime)

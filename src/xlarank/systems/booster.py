@@ -1,0 +1,79 @@
+"""xlarank itself as a system: the default feature spec and booster spec of a collection
+across graphs (what ``make models`` trains), and `xlarank.rank.ingraph`'s graph-local
+booster inside one graph (what ``xlarank rank-graph`` runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from xlarank.data.collections import Collection
+from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.errors import XlarankError
+from xlarank.features import featurize_graph, load_feature_spec
+from xlarank.frame import FrameMeta
+from xlarank.systems import EpochCallback, RankingSystem
+
+
+def graphs_frame(files: Sequence[Path], collection: Collection, spec) -> tuple:
+    """(frame, FrameMeta) of the labelled files, one row per distinct config, in memory."""
+    blocks = [featurize_graph(load_graph(f, collection), spec, dedup=True) for f in files]
+    frame = pd.concat(blocks, ignore_index=True)
+    meta = FrameMeta(collection=collection.id, split="train", spec=spec.to_dict(),
+                     feature_names=list(frame.columns[4:]), dedup=True)
+    return frame, meta
+
+
+class BoosterSystem(RankingSystem):
+    """xlarank: feature families and a gradient-boosted ranker (see the README)."""
+
+    name = "xlarank"
+
+    def fit(self, files, collection, valid_files=(), on_epoch: EpochCallback | None = None):
+        import dataclasses
+
+        from xlarank.rank.spec import load_ranker_spec
+        from xlarank.rank.train import train_ranker
+        from xlarank.specs import default_booster_spec, spec_path
+
+        booster_spec = load_ranker_spec(default_booster_spec(collection.slug))
+        booster_spec = dataclasses.replace(booster_spec, seed=self.seed)
+        feature_spec = load_feature_spec(spec_path(booster_spec.features, "feature"))
+        frame, meta = graphs_frame(files, collection, feature_spec)
+        self.ranker_ = train_ranker(frame, meta, booster_spec, threads=self.threads or 0)
+        self.runtime_ = None
+        return self
+
+    def fit_graph(self, graph, runtime, on_epoch=None):
+        self.graph_runtime_ = runtime
+        self.ranker_ = None
+        return self
+
+    def score(self, graph: TileGraph | LayoutGraph) -> np.ndarray:
+        from xlarank.rank.ingraph import rank_graph
+
+        if getattr(self, "ranker_", None) is not None:
+            block = featurize_graph(graph, self.ranker_.feature_spec)
+            return self.ranker_.predict(block)
+        runtime = getattr(self, "graph_runtime_", None)
+        if runtime is None:
+            raise XlarankError("system xlarank: fit or fit_graph first")
+        measured = pd.DataFrame({"config_index": runtime.index, "runtime": runtime.values})
+        table = rank_graph(graph, measured, seed=self.seed, threads=self.threads)
+        score = np.empty(len(table))
+        score[table["config_index"].to_numpy()] = table["score"].to_numpy()
+        return score
+
+    def _save(self, out_dir: Path) -> None:
+        if getattr(self, "ranker_", None) is None:
+            raise XlarankError("system xlarank: only a cross-graph fit is saved (a model "
+                               "directory, as xlarank train writes)")
+        self.ranker_.save(out_dir / "model")
+
+    def _load(self, out_dir: Path) -> None:
+        from xlarank.rank.model import load_model
+
+        self.ranker_ = load_model(out_dir / "model")
