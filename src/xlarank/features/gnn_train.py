@@ -18,6 +18,8 @@ across graphs of similar size instead of being compiled again for every graph.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,7 @@ from xlarank.features.embedding import (
 )
 from xlarank.features.prune import prune_graph
 from xlarank.features.tables import tile_joined
+from xlarank.threads import chosen_threads
 
 # Adam's usual defaults (torch.optim.Adam's, which trained these weights before the port
 # to jax: the same training, step for step).
@@ -47,12 +50,31 @@ ADAM_EPS = 1e-8
 
 
 def require_jax():
+    """jax, imported with its CPU threads set to this process's chosen count
+    (`xlarank.threads`): XLA reads them from XLA_FLAGS once, when jax starts, so a count
+    chosen after jax started in this process cannot change them."""
+    if "jax" not in sys.modules:
+        os.environ["XLA_FLAGS"] = _xla_thread_flags(os.environ.get("XLA_FLAGS", ""),
+                                                    chosen_threads())
     try:
         import jax
     except ImportError:
         raise XlarankError("training embedding weights (gnn, gru) needs jax: pip install "
                            "'xlarank[gnn]'") from None
     return jax
+
+
+def _xla_thread_flags(flags: str, threads: int) -> str:
+    """XLA_FLAGS with the CPU backend held to ``threads``: one thread turns off Eigen's
+    multi-threading and sizes the intra-op pool to 1; more sizes that pool. Flags the user
+    set already win."""
+    wanted = {"--xla_cpu_multi_thread_eigen": "false" if threads == 1 else "true",
+              "intra_op_parallelism_threads": str(threads)}
+    given = flags.split()
+    for key, value in wanted.items():
+        if not any(part.lstrip("-").startswith(key.lstrip("-")) for part in given):
+            given.append(f"{key}={value}")
+    return " ".join(given)
 
 
 def float64_context():
