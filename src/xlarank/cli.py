@@ -467,19 +467,24 @@ def rank_graph(
     prior: Annotated[Path | None, typer.Option(help="A cross-graph model directory of the "
                                                "graph's collection: its score becomes "
                                                "one more input.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the graph-local booster.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the graph-local ranker.")] = 0,
+    system: Annotated[str, typer.Option(
+        help="Who ranks: xlarank (its graph-local booster), or a published system trained "
+             "on the measured configs: tpugraphs-gnn, gru, hybrid (these need jax: "
+             "pip install 'xlarank\\[gnn]').")] = "xlarank",
     threads: ThreadsOption = 0,
 ) -> None:
     """Rank all configs of one graph from the runtimes of some: rank, config_index, score,
     measured, runtime. Repeats of a config index are combined by their median."""
     from xlarank.atomic import atomic_path
-    from xlarank.rank.ingraph import rank_graph as rank_one_graph
     from xlarank.rank.ingraph import read_measured
+    from xlarank.systems import rank_graph_with
 
     with _user_errors():
         use_threads(threads)
         check_output(out_csv)
-        ranked = rank_one_graph(graph, read_measured(measured), prior=prior, seed=seed)
+        ranked = rank_graph_with(system, graph, read_measured(measured), seed=seed,
+                                 prior=prior)
         with atomic_path(out_csv) as tmp:
             ranked.to_csv(tmp, index=False)
     console.print(f"ranked {len(ranked)} configs ({int(ranked['measured'].sum())} measured) "
