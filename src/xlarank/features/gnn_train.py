@@ -124,6 +124,15 @@ def graph_batch(path: Path, collection: Collection, k: int, configs_per_graph: i
         target = target / graph.config_runtime_normalizers[keep]
     if len(np.unique(target)) < 2:
         return None
+    return batch_of_configs(graph, keep, target, k, layout_columns, tile_choice)
+
+
+def batch_of_configs(graph: TileGraph | LayoutGraph, keep: np.ndarray, target: np.ndarray,
+                     k: int, layout_columns: np.ndarray = LAYOUT_POSITIONS,
+                     tile_choice: Callable[[TileGraph, np.ndarray], np.ndarray]
+                     = gnn_tile_choice) -> GraphBatch:
+    """The batch of the configs ``keep`` (sorted int64 (c,)) of a graph with the targets
+    ``target`` float64 (c,), smaller is faster (the file's runtimes or measured ones)."""
     if isinstance(graph, LayoutGraph):
         pruned, _ = prune_graph(graph, k)
         choice = (sampled_layout_configs(graph, keep)[:, :, layout_columns]
@@ -138,7 +147,29 @@ def graph_batch(path: Path, collection: Collection, k: int, configs_per_graph: i
         opcode=source.node_opcode.astype(np.int64),
         consumers=source.edge_index[:, 0].astype(np.int64),
         producers=source.edge_index[:, 1].astype(np.int64),
-        config_ids=config_ids, choice=choice, target=target)
+        config_ids=config_ids, choice=choice, target=np.asarray(target, dtype=np.float64))
+
+
+def measured_batches(graph: TileGraph | LayoutGraph, runtime, configs_per_batch: int,
+                     rng: np.random.Generator, **batch_options) -> list[GraphBatch]:
+    """In-graph training batches: the measured configs of one graph (``runtime``, a pandas
+    Series of medians indexed by config index) in random chunks of at most
+    ``configs_per_batch``, each with two distinct runtimes or more; every measured config
+    lands in one chunk. The file's own runtimes are not read."""
+    index = runtime.index.to_numpy(np.int64)
+    values = runtime.to_numpy(np.float64)
+    order = rng.permutation(len(index))
+    n_chunks = max(1, int(np.ceil(len(index) / configs_per_batch)))
+    batches = []
+    for chunk in np.array_split(order, n_chunks):
+        chunk = chunk[np.argsort(index[chunk])]
+        if len(np.unique(values[chunk])) >= 2:
+            batches.append(batch_of_configs(graph, index[chunk], values[chunk],
+                                            **batch_options))
+    if not batches:
+        raise XlarankError(f"{graph.path}: no chunk of the measured configs has two "
+                           "different runtimes")
+    return batches
 
 
 def sampled_layout_configs(graph: LayoutGraph, keep: np.ndarray) -> np.ndarray:
@@ -288,13 +319,17 @@ def _compiled_adam():
 
 def fit(params: dict, padded: list[dict], loss_and_grads: Callable, epochs: int,
         learning_rate: float, rng: np.random.Generator,
-        on_epoch: Callable[[int, float], None] | None = None) -> tuple[dict, list[float]]:
+        on_epoch: Callable[[int, float], None] | None = None,
+        valid: list[dict] | None = None, valid_history: list[float] | None = None
+        ) -> tuple[dict, list[float]]:
     """Adam from ``params`` over the padded graphs, one step per graph, in a new order
     drawn from ``rng`` each epoch; ``loss_and_grads(params, arrays)`` jitted. Returns the
-    params and each epoch's mean loss. Called inside `float64_context`."""
+    params and each epoch's mean loss. Given ``valid`` padded graphs, their mean loss after
+    each epoch is appended to ``valid_history``. Called inside `float64_context`."""
     jax = require_jax()
     adam = _compiled_adam()
     padded = [jax.device_put(p) for p in padded]
+    valid = [jax.device_put(p) for p in valid or []]
     zeros = jax.tree.map(jax.numpy.zeros_like, params)
     moments = (zeros, zeros)
     history: list[float] = []
@@ -307,6 +342,9 @@ def fit(params: dict, padded: list[dict], loss_and_grads: Callable, epochs: int,
             params, moments = adam(params, grads, moments, float(step), learning_rate)
             losses.append(float(loss))
         history.append(float(np.mean(losses)))
+        if valid and valid_history is not None:
+            valid_history.append(float(np.mean([float(loss_and_grads(params, arrays)[0])
+                                                for arrays in valid])))
         if on_epoch is not None:
             on_epoch(epoch, history[-1])
     return params, history
@@ -360,8 +398,17 @@ def train_gnn_weights(files: list[Path], collection: Collection, k: int = 2, see
     require_jax()
     rng = np.random.default_rng(seed)
     batches = sampled_batches(files, collection, k, configs_per_graph, rng, allowed)
-    n_columns = len(gnn_column_names(collection.is_tile))
-    model = GnnModel(random_weights(seed), n_columns, seed)
+    return fit_gnn(batches, collection.is_tile, seed, epochs, learning_rate, rng, on_epoch)
+
+
+def fit_gnn(batches: list[GraphBatch], is_tile: bool, seed: int, epochs: int,
+            learning_rate: float, rng: np.random.Generator,
+            on_epoch: Callable[[int, float], None] | None = None
+            ) -> tuple[GnnWeights, list[float]]:
+    """Weights trained from random:SEED on the batches (`sampled_batches`, or
+    `measured_batches` inside one graph) and each epoch's mean training loss."""
+    require_jax()
+    model = GnnModel(random_weights(seed), len(gnn_column_names(is_tile)), seed)
     with float64_context():
         params, history = fit({"net": model.params, "score": model.score},
                               [padded_arrays(b) for b in batches], _compiled().loss_and_grads,

@@ -220,14 +220,47 @@ def train_gru_weights(files: list[Path], collection: Collection, seed: int = 0,
     once, from ``allowed[file]`` when given; layout graphs pruned to CONTEXT_HOPS, as the
     family prunes them); returns them and the mean training loss of each epoch. The same
     arguments give the same weights."""
-    require_jax()
     rng = np.random.default_rng(seed)
-    batches = sampled_batches(files, collection, CONTEXT_HOPS, configs_per_graph, rng, allowed,
-                              **gru_graph_batch_options())
-    model = GruModel(random_gru_weights(seed), len(gru_column_names(collection.is_tile)), seed)
+    batches = gru_batches(files, collection, configs_per_graph, rng, allowed)
+    fitted = fit_gru(batches, collection.is_tile, seed, epochs, learning_rate, rng, on_epoch)
+    return fitted.weights, fitted.history
+
+
+@dataclasses.dataclass
+class FittedGru:
+    """The trained network (weights), its readout float64 (n_columns,): columns @ readout
+    predicts centred log runtime, and the mean train (and valid) loss of each epoch."""
+
+    weights: GnnWeights
+    readout: np.ndarray
+    history: list[float]
+    valid_history: list[float]
+
+
+def gru_batches(files: list[Path], collection: Collection, configs_per_graph: int,
+                rng: np.random.Generator, allowed: dict[Path, np.ndarray] | None = None
+                ) -> list[GraphBatch]:
+    """`sampled_batches` with this network's inputs and pruning."""
+    require_jax()
+    return sampled_batches(files, collection, CONTEXT_HOPS, configs_per_graph, rng, allowed,
+                           **gru_graph_batch_options())
+
+
+def fit_gru(batches: list[GraphBatch], is_tile: bool, seed: int, epochs: int,
+            learning_rate: float, rng: np.random.Generator,
+            on_epoch: Callable[[int, float], None] | None = None,
+            valid: list[GraphBatch] = ()) -> FittedGru:
+    """The network and its readout trained end to end from random:SEED on the batches
+    (`gru_batches`, or `gnn_train.measured_batches` inside one graph)."""
+    require_jax()
+    model = GruModel(random_gru_weights(seed), len(gru_column_names(is_tile)), seed)
+    valid_history: list[float] = []
     with float64_context():
         params, history = fit({"net": model.params, "score": model.score},
                               [gru_batch(b) for b in batches], _compiled().loss_and_grads,
-                              epochs, learning_rate, rng, on_epoch)
+                              epochs, learning_rate, rng, on_epoch,
+                              valid=[gru_batch(b) for b in valid],
+                              valid_history=valid_history)
     model.params, model.score = params["net"], params["score"]
-    return model.weights(), history
+    return FittedGru(model.weights(), np.array(model.score, dtype=np.float64), history,
+                     valid_history)

@@ -32,6 +32,12 @@ class BoosterSystem(RankingSystem):
 
     name = "xlarank"
 
+    @classmethod
+    def defaults(cls) -> dict:
+        # None: the packaged default booster spec of the collection (models/<slug>.toml);
+        # a packaged name such as "baseline" trains that spec instead (the peers).
+        return {"booster_spec": None}
+
     def fit(self, files, collection, valid_files=(), on_epoch: EpochCallback | None = None):
         import dataclasses
 
@@ -39,7 +45,9 @@ class BoosterSystem(RankingSystem):
         from xlarank.rank.train import train_ranker
         from xlarank.specs import default_booster_spec, spec_path
 
-        booster_spec = load_ranker_spec(default_booster_spec(collection.slug))
+        chosen = self.settings()["booster_spec"]
+        booster_spec = load_ranker_spec(default_booster_spec(collection.slug) if chosen is None
+                                        else spec_path(chosen, "booster"))
         booster_spec = dataclasses.replace(booster_spec, seed=self.seed)
         feature_spec = load_feature_spec(spec_path(booster_spec.features, "feature"))
         frame, meta = graphs_frame(files, collection, feature_spec)

@@ -1,0 +1,138 @@
+"""The "GNN plus trees" hybrid, complete: closed-form graph metrics and xlarank's feature
+families, the embedding columns of a GNN trained with a ranking loss (xlarank's ``gnn``
+family, `xlarank.features.gnn_train`), and scikit-learn's HistGradientBoostingRegressor
+on log slowdown (models/objectives/sklearn-hgb.toml), as its authors built it.
+
+Why it scored tau -0.02 on real unet3d in-graph (measured, not guessed; the probe is in
+bench/systems.py's notes and the closing note of issue 22): not a bug in its code, two
+limits of the recipe met together.
+1. The booster regresses log slowdown by squared error with leaves of at least 20 configs.
+   On unet3d 44 of 681 distinct configs run 3x slower than the rest; their log slowdown
+   carries nearly all of the squared error, so the trees spend themselves on those 44
+   and order the other 637 at random. (Within one graph log slowdown and log runtime
+   differ by a constant, so neither label is better there: the difference people saw
+   came from the features and leaf sizes of the systems compared.)
+2. Its features then had only aggregates over configurable nodes (and the gnn's mean/max
+   pooling is one too); FORMAT.md measures that aggregates throw the per-node signal away.
+With xlarank's per-node slots (config_nodes, now in features/graph-metrics.toml) the same
+recipe reaches about 0.73 +- 0.14 there; with the percentile label or leaves of 5, 0.85.
+This module keeps the published recipe; the bench reports it as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from xlarank.data.graph import LayoutGraph, TileGraph
+from xlarank.errors import XlarankError
+from xlarank.systems import RankingSystem
+
+WEIGHTS_FILE = "gnn_weights.npz"
+MODEL_DIR = "model"
+# The booster and the feature families of the published hybrid.
+BOOSTER_SPEC = "objectives/sklearn-hgb"
+FEATURE_SPEC = "graph-metrics"
+
+
+def _specs(weights: Path):
+    from xlarank.features import load_feature_spec
+    from xlarank.rank.spec import load_ranker_spec
+    from xlarank.specs import spec_path
+
+    features = load_feature_spec(spec_path(FEATURE_SPEC, "feature"))
+    features = dataclasses.replace(features.with_gnn(str(weights.resolve())), name="hybrid")
+    booster = load_ranker_spec(spec_path(BOOSTER_SPEC, "booster"))
+    return features, dataclasses.replace(booster, features=features.name)
+
+
+class HybridSystem(RankingSystem):
+    """Graph metrics + trained gnn columns + HistGradientBoosting."""
+
+    name = "hybrid"
+
+    @classmethod
+    def defaults(cls) -> dict:
+        return {"gnn_epochs": 5, "gnn_in_graph_epochs": 20, "configs_per_graph": 64,
+                "gnn_learning_rate": 0.01, "k": 2}
+
+    def _workdir(self) -> Path:
+        # The feature spec names its gnn weights by path; a fitted system keeps them in a
+        # folder of its own until it is saved (or collected).
+        self._tmp = tempfile.TemporaryDirectory(prefix="xlarank-hybrid-")
+        return Path(self._tmp.name)
+
+    def fit(self, files, collection, valid_files=(), on_epoch=None):
+        from xlarank.features.embedding import save_weights
+        from xlarank.features.gnn_train import train_gnn_weights
+        from xlarank.rank.train import train_ranker
+        from xlarank.systems.booster import graphs_frame
+
+        s = self.settings()
+        weights, history = train_gnn_weights(list(files), collection, s["k"], self.seed,
+                                             s["gnn_epochs"], s["configs_per_graph"],
+                                             s["gnn_learning_rate"])
+        self.history_ = [{"epoch": i, "train_loss": loss, "valid_loss": None}
+                         for i, loss in enumerate(history)]
+        self.weights_path_ = self._workdir() / WEIGHTS_FILE
+        save_weights(weights, self.weights_path_)
+        features, booster = _specs(self.weights_path_)
+        frame, meta = graphs_frame(files, collection, features)
+        self.ranker_ = train_ranker(frame, meta, dataclasses.replace(booster, seed=self.seed),
+                                    threads=self.threads or 0)
+        return self
+
+    def fit_graph(self, graph, runtime, on_epoch=None):
+        from xlarank.features import featurize_graph
+        from xlarank.features.embedding import save_weights
+        from xlarank.features.gnn_train import fit_gnn, measured_batches
+        from xlarank.frame import FrameMeta
+        from xlarank.rank.train import train_ranker
+
+        s = self.settings()
+        rng = np.random.default_rng(self.seed)
+        target = runtime
+        if isinstance(graph, TileGraph):
+            normalizer = graph.config_runtime_normalizers[runtime.index.to_numpy()]
+            if (normalizer > 0).all():
+                target = runtime / normalizer
+        batches = measured_batches(graph, target, s["configs_per_graph"], rng, k=s["k"])
+        weights, history = fit_gnn(batches, isinstance(graph, TileGraph), self.seed,
+                                   s["gnn_in_graph_epochs"], s["gnn_learning_rate"], rng)
+        self.history_ = [{"epoch": i, "train_loss": loss, "valid_loss": None}
+                         for i, loss in enumerate(history)]
+        self.weights_path_ = self._workdir() / WEIGHTS_FILE
+        save_weights(weights, self.weights_path_)
+        features, booster = _specs(self.weights_path_)
+        rows = runtime.index.to_numpy(np.int64)
+        block = featurize_graph(graph, features).iloc[rows].reset_index(drop=True)
+        # The measured medians stand in for the file's runtimes (a test file has none).
+        block["runtime"] = np.maximum(np.round(runtime.to_numpy()), 1).astype(np.int64)
+        if isinstance(graph, TileGraph):
+            block["normalizer"] = 1
+        collection = graph.collection.id if graph.collection is not None else (
+            "tile-xla" if isinstance(graph, TileGraph) else "layout-xla-default")
+        meta = FrameMeta(collection=collection, split="train", spec=features.to_dict(),
+                         feature_names=list(block.columns[4:]))
+        self.ranker_ = train_ranker(block, meta, dataclasses.replace(booster, seed=self.seed),
+                                    threads=self.threads or 0)
+        return self
+
+    def score(self, graph: TileGraph | LayoutGraph) -> np.ndarray:
+        from xlarank.features import featurize_graph
+
+        if getattr(self, "ranker_", None) is None:
+            raise XlarankError("system hybrid: fit, fit_graph or load first")
+        return self.ranker_.predict(featurize_graph(graph, self.ranker_.feature_spec))
+
+    def _save(self, out_dir: Path) -> None:
+        # The model directory keeps a copy of the gnn weights beside its card.
+        self.ranker_.save(out_dir / MODEL_DIR)
+
+    def _load(self, out_dir: Path) -> None:
+        from xlarank.rank.model import load_model
+
+        self.ranker_ = load_model(out_dir / MODEL_DIR)
