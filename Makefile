@@ -144,7 +144,7 @@ QUALITY_SEEDS ?= 3
 DEMO_FRAMES := features/frames/$(notdir $(DEMO_DATA))
 DEMO_TRAINED := models/trained/$(notdir $(DEMO_DATA))
 DEMO_MODELS := $(foreach c,$(COLLECTIONS),$(DEMO_TRAINED)/xlarank/$(c)/card.json)
-bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, scoring latency, ablation, engines, quality, in-graph -> bench/results/*.json
+bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, scoring latency, ablation, engines, quality, in-graph, published systems -> bench/results/*.json
 	$(MAKE) --no-print-directory $(DEMO_MODELS) DATA=$(DEMO_DATA)
 	$(BIN)/python bench/featurize.py $(BENCH_GRAPH) $(REAL_NLP_SAMPLE) --out bench/results/featurize.json
 	$(BIN)/python bench/score.py $(REAL_NLP_SAMPLE) --model $(DEMO_TRAINED)/xlarank/layout-nlp-default \
@@ -154,6 +154,7 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	$(BIN)/python bench/engines.py $(DEMO_DATA) --frame $(DEMO_FRAMES)/default/layout-nlp-default/train.parquet \
 	    --out bench/results/engines.json
 	$(BIN)/python bench/quality.py $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/quality.json
+	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/systems.json
 
 # The whole dataset's size (the `real` synth preset: 13.3M configs, made once into
 # data/synth-real, about an hour) end to end: featurize, train, evaluate, submit.

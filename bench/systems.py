@@ -73,11 +73,13 @@ def synthetic_task(task: dict) -> dict:
     """One system on one collection, every seed, in this (fresh) process."""
     from xlarank.data.collections import get_collection, split_files
     from xlarank.data.graph import load_graph
+    from xlarank.score import submission_rows
     from xlarank.systems import get_system
     from xlarank.threads import use_threads
 
     use_threads(THREADS)
     collection = get_collection(task["collection"])
+    submission: list = []
     train = split_files(task["data"], collection, "train")
     valid = split_files(task["data"], collection, "valid")
     graphs = [load_graph(f, collection) for f in valid]
@@ -103,7 +105,12 @@ def synthetic_task(task: dict) -> dict:
                      "score_ms_per_1000": round(1000 * score_s * 1000
                                                 / sum(g.n_configs for g in graphs), 2),
                      "history": system.history_})
-    return {"rows": rows, "peak_rss_mb": round(peak_rss_mb(), 1)}
+        if seed == task["seeds"][0]:
+            # The test split into the competition CSV's rows, as `xlarank submit` writes.
+            submission = submission_rows(split_files(task["data"], collection, "test"),
+                                         collection, system)
+    return {"rows": rows, "peak_rss_mb": round(peak_rss_mb(), 1),
+            "submission": submission if task["system"] != "random" else []}
 
 
 def ingraph_task(task: dict) -> dict:
@@ -200,7 +207,8 @@ def run_synthetic(data: Path, seeds: list[int], systems: list[str]) -> list[dict
                             "peak_rss_mb": got["peak_rss_mb"],
                             "score_ms_per_1000": round(float(np.mean(
                                 [r["score_ms_per_1000"] for r in rows])), 2),
-                            "history_seed0": rows[0]["history"]})
+                            "history_seed0": rows[0]["history"],
+                            "submission_rows": got["submission"]})
             print(f"synthetic {collection.id:20s} {label:45s} "
                   f"{results[-1]['metric']['mean']:+.4f} ± {results[-1]['metric']['sd']:.4f}"
                   f"  train {results[-1]['train_s']:7.1f} s  rss {got['peak_rss_mb']:7.0f} MB",
@@ -301,6 +309,26 @@ def loss_plots(synthetic: list[dict], out_dir: Path) -> list[str]:
     return written
 
 
+def write_submissions(synthetic: list[dict], out_dir: Path) -> list[str]:
+    """One competition CSV (ID,TopConfigs) per system, its seed-0 models on the test split
+    of the synthetic tree; the rows leave the JSON record."""
+    import csv
+
+    written = []
+    for system in dict.fromkeys(r["system"] for r in synthetic):
+        rows = [row for r in synthetic if r["system"] == system
+                for row in r.pop("submission_rows")]
+        if not rows:
+            continue
+        path = out_dir / f"systems-submission-{system.split(':')[0].replace(' ', '-')}.csv"
+        with open(path, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["ID", "TopConfigs"])
+            writer.writerows(rows)
+        written.append(str(path))
+    return written
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("data/synth-demo"))
@@ -325,6 +353,8 @@ def main() -> None:
                                "results": run_synthetic(args.data, list(range(args.seeds)),
                                                         systems)}
         record["loss_plots"] = loss_plots(record["synthetic"]["results"], args.out.parent)
+        record["submissions"] = write_submissions(record["synthetic"]["results"],
+                                                  args.out.parent)
     if "ingraph" in parts:
         record["ingraph"] = {"data": f"real TpuGraphs sample {UNET3D}, split by distinct "
                                      "config", "seeds": args.ingraph_seeds,

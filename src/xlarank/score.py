@@ -67,9 +67,14 @@ def npz_inputs(inputs: Iterable[str | Path]) -> list[Path]:
 
 
 def ranked_configs(graph, ranker: Model) -> tuple[np.ndarray, np.ndarray]:
-    """(config indices best first, their scores) for every config of a graph, duplicates too."""
-    block = featurize_graph(graph, ranker.feature_spec)
-    score = ranker.predict(block)
+    """(config indices best first, their scores) for every config of a graph, duplicates too.
+
+    ranker: a model (`load_model`), or anything with ``score(graph)`` giving float64
+    (n_configs,), higher is faster (a fitted `xlarank.systems` system)."""
+    if hasattr(ranker, "score"):
+        score = np.asarray(ranker.score(graph), dtype=np.float64)
+    else:
+        score = ranker.predict(featurize_graph(graph, ranker.feature_spec))
     order = np.argsort(-score, kind="stable")
     return order.astype(np.int64), score[order]
 
@@ -167,15 +172,7 @@ def write_submission(data_root: str | Path, rankers: dict[str, Model], out: str 
         files = split_files(Path(data_root), collection, "test")
         if not files:
             raise XlarankError(f"{data_root}: no test files for {collection.id}")
-        for path in files:
-            graph = load_graph(path, collection=collection, configs=False)
-            order, _ = ranked_configs(graph, rankers[collection.id])
-            top = order[:SUBMISSION_TOP_TILE] if collection.is_tile else order
-            if len(top) == 0:  # load_graph refuses such files; an empty entry is invalid
-                raise BadGraphError(path, "no configs to submit")
-            rows.append((f"{collection.id}:{graph.graph_id}", ";".join(map(str, top))))
-            if on_file:
-                on_file(path)
+        rows += submission_rows(files, collection, rankers[collection.id], on_file)
     expected = sum(OFFICIAL_TEST_FILES.values())
     # Generated data (`xlarank synth` leaves synth.json) has no official IDs to miss.
     if len(rows) < expected and not (Path(data_root) / "synth.json").exists():
@@ -187,6 +184,23 @@ def write_submission(data_root: str | Path, rankers: dict[str, Model], out: str 
         writer.writerow(["ID", "TopConfigs"])
         writer.writerows(rows)
     return len(rows)
+
+
+def submission_rows(files: Iterable[Path], collection: Collection, ranker: Model,
+                    on_file: Callable[[Path], None] | None = None) -> list[tuple[str, str]]:
+    """(ID, TopConfigs) of each test file of one collection: its 5 best configs for tile,
+    the full order for layout. ranker as `ranked_configs` takes it."""
+    rows = []
+    for path in files:
+        graph = load_graph(path, collection=collection, configs=False)
+        order, _ = ranked_configs(graph, ranker)
+        top = order[:SUBMISSION_TOP_TILE] if collection.is_tile else order
+        if len(top) == 0:  # load_graph refuses such files; an empty entry is invalid
+            raise BadGraphError(path, "no configs to submit")
+        rows.append((f"{collection.id}:{graph.graph_id}", ";".join(map(str, top))))
+        if on_file:
+            on_file(path)
+    return rows
 
 
 @dataclass
