@@ -20,6 +20,11 @@ def _restore_threads(tmp_path, monkeypatch):
     before = threads._chosen, threads._registered, numba.get_num_threads()
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     threads._registered = None
+    # Other programs' load (another developer's job) is not these tests' subject, except
+    # where a test asks for it.
+    monkeypatch.setenv(threads.LOAD_ENV, "0")
+    monkeypatch.setattr(threads, "_load", None)
+    monkeypatch.setattr(threads, "_counters", None)
     yield
     threads._chosen, threads._registered = before[0], before[1]
     numba.set_num_threads(before[2])
@@ -177,3 +182,121 @@ def test_results_keep_input_order_in_the_pool():
     finally:
         engine.shutdown_pool()
     assert out == [9, 1, 4, 25]
+
+
+# ---------------------------------------------------------------- other programs' load
+
+def fake_proc_stat(path, cpus: dict[int, tuple[int, int]]) -> None:
+    """A /proc/stat whose cores have the given (busy, idle) clock ticks."""
+    busy_all = sum(b for b, _ in cpus.values())
+    idle_all = sum(i for _, i in cpus.values())
+    lines = [f"cpu  {busy_all} 0 0 {idle_all} 0 0 0 0 0 0"]
+    lines += [f"cpu{n} {b // 2} 0 {b - b // 2} {i} 0 0 0 0 0 0" for n, (b, i) in cpus.items()]
+    path.write_text("\n".join(lines) + "\nintr 12345\nctxt 678\n")
+
+
+def test_busy_seconds_sum_the_cores_this_process_may_run_on(tmp_path, monkeypatch):
+    stat = tmp_path / "stat"
+    fake_proc_stat(stat, {0: (300, 900), 1: (500, 100), 2: (10_000, 0)})
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(threads.os, "sysconf", lambda name: 100)
+    assert threads._busy_seconds(str(stat)) == pytest.approx(8.0)  # core 2 is not ours
+
+
+def test_other_load_is_busy_time_less_this_process_and_cached(monkeypatch):
+    clock = {"busy": 100.0, "own": 10.0}
+    reads = []
+
+    def busy(path=None):
+        reads.append(clock["busy"])
+        return clock["busy"]
+
+    monkeypatch.setattr(threads, "_busy_seconds", busy)
+    monkeypatch.setattr(threads, "_own_seconds", lambda: clock["own"])
+    monkeypatch.setattr(threads, "_counters", (0.0, 100.0, 10.0))
+    # Over 1.5 s the cores were busy 2.7 s, 0.6 of them this process's: 1.4 cores others'.
+    clock.update(busy=102.7, own=10.6)
+    assert threads.other_load(now=1.5) == pytest.approx(1.4)
+    clock.update(busy=200.0, own=10.6)
+    assert threads.other_load(now=2.0) == pytest.approx(1.4)  # within LOAD_TTL: no reading
+    assert len(reads) == 1
+    # This process alone busy: nothing is others'.
+    clock.update(busy=201.0, own=11.6)
+    monkeypatch.setattr(threads, "_counters", (2.0, 200.0, 10.6))
+    assert threads.other_load(now=3.0) == 0.0
+
+
+def test_other_load_waits_a_short_window_when_no_recent_reading(monkeypatch):
+    slept = []
+    values = iter([50.0, 50.1])
+    monkeypatch.setattr(threads, "_busy_seconds", lambda path=None: next(values))
+    monkeypatch.setattr(threads, "_own_seconds", lambda: 1.0)
+    monkeypatch.setattr(threads.time, "sleep", slept.append)
+    monkeypatch.setattr(threads.time, "monotonic", lambda: 100.0 + sum(slept))
+    assert threads.other_load() == pytest.approx(1.0)  # 0.1 s busy in a 0.1 s window
+    assert slept == [threads.LOAD_WINDOW]
+
+
+def test_without_proc_the_load_average_is_used_and_without_it_nothing(monkeypatch, tmp_path):
+    monkeypatch.setattr(threads, "PROC_STAT", str(tmp_path / "no-proc" / "stat"))
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (1.25, 0.5, 0.1))
+    assert threads.other_load(now=0.0) == 1.25
+    monkeypatch.setattr(threads, "_load", None)
+    monkeypatch.delattr(threads.os, "getloadavg")
+    assert threads.other_load(now=5.0) == 0.0
+
+
+def test_missing_proc_stat_reads_as_none(tmp_path):
+    assert threads._busy_seconds(str(tmp_path / "missing")) is None
+    (tmp_path / "garbage").write_bytes(b"cpu x y z\n\xff\x00")
+    assert threads._busy_seconds(str(tmp_path / "garbage")) is None
+
+
+@pytest.mark.parametrize("cores, load, jobs, expected", [
+    (2, 0.0, 1, 2), (2, 0.3, 1, 2), (2, 1.0, 1, 1), (2, 1.9, 1, 1), (2, 40.0, 1, 1),
+    (8, 3.0, 1, 5), (8, 0.0, 2, 4), (8, 6.0, 2, 2), (1, 5.0, 1, 1),
+])
+def test_threads_back_off_for_other_programs_load(monkeypatch, cores, load, jobs, expected):
+    monkeypatch.setenv(threads.LOAD_ENV, "1")
+    monkeypatch.setenv("MAKEFLAGS", f" -j{jobs}")
+    monkeypatch.setattr(threads, "available_cores", lambda: cores)
+    monkeypatch.setattr(threads, "other_load", lambda now=None: load)
+    assert threads.default_threads() == expected
+    assert threads.default_threads(load=False) == cores // jobs
+    monkeypatch.setenv(threads.LOAD_ENV, "0")
+    assert threads.default_threads() == cores // jobs
+
+
+def test_the_count_is_taken_again_at_each_fit(monkeypatch, repo_specs):
+    """A neighbour that starts after the command gets its cores back at the next fit."""
+    monkeypatch.setenv(threads.LOAD_ENV, "1")
+    monkeypatch.setenv("MAKEFLAGS", "")
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    load = {"now": 0.0}
+    monkeypatch.setattr(threads, "other_load", lambda now=None: load["now"])
+    threads.use_threads(None)
+    spec = load_ranker_spec(repo_specs.models("tile-xla"))
+    adapter = get_library("lightgbm")
+    assert adapter.params(spec, 0)["num_threads"] == 2
+    load["now"] = 2.0
+    assert adapter.params(spec, 0)["num_threads"] == 1
+    assert threads.use_threads(2) == 2 and adapter.params(spec, 0)["num_threads"] == 2
+
+
+def test_a_real_busy_neighbour_is_seen(monkeypatch):
+    """A process spinning on one core reads as about one core of load."""
+    import subprocess
+    import sys
+    import time
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        monkeypatch.setattr(threads, "_counters", None)
+        if threads._busy_seconds() is None:
+            pytest.skip("no /proc/stat here")
+        assert threads.other_load() >= 0.6
+    finally:
+        spinner.kill()
+        spinner.wait()
+

@@ -6,10 +6,12 @@ xlarank never lets a library pick. The count is the ``--threads`` given, else th
 this process may run on divided by the jobs running at once: the xlarank commands running
 on this machine for this user (each registers itself in a folder of pid files while it
 runs, `running_jobs`), or the jobs make runs at once (``-jN``, read from ``MAKEFLAGS``),
-whichever is more. The count is taken again at each booster fit and predict, so a job
-started first gives up threads when a second one starts. The total is shared by the
-command's local worker processes (`xlarank.engine`); a Dask task uses one thread, since
-the worker's own thread slots are the cluster's parallelism.
+whichever is more; and never more than the cores other programs leave idle (`other_load`:
+a LightGBM or any OpenMP job of another program meets the same cliff, up to 70 times
+slower beside one, and no pid file tells of it). The count is taken again at each booster
+fit and predict, so a job started first gives up threads when a second one starts. The
+total is shared by the command's local worker processes (`xlarank.engine`); a Dask task
+uses one thread, since the worker's own thread slots are the cluster's parallelism.
 
 `use_threads` sets the count for this process (Numba's parallel regions included);
 `chosen_threads` is what the booster adapters pass to LightGBM and XGBoost at fit and at
@@ -23,12 +25,29 @@ import contextlib
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 # The --threads a command was given (None: share the cores, `default_threads`).
 _chosen: int | None = None
 # This process's pid file in `jobs_dir`, once registered.
 _registered: Path | None = None
+
+# Set to 0 to size threads by cores and jobs only (the bench measures what the back-off
+# for other programs' load costs a job alone). OMP_WAIT_POLICY=PASSIVE is no substitute:
+# it cured side-by-side runs but made a job alone 2-3 times slower.
+LOAD_ENV = "XLARANK_LOAD_BACKOFF"
+# A load sample is reused this long: fits and predicts of a scoring loop come many a second.
+LOAD_TTL = 1.0
+# Shorter windows than this hold too few clock ticks (100 a second per core) to mean much;
+# readings older than the longest say more about the past than about now.
+LOAD_WINDOW = 0.1
+LOAD_MAX_WINDOW = 2.0
+PROC_STAT = "/proc/stat"
+# (monotonic time, busy CPU seconds of our cores, this process's CPU seconds) when read.
+_counters: tuple[float, float, float] | None = None
+# (monotonic time, cores busy with other programs) of the last sample.
+_load: tuple[float, float] | None = None
 
 
 def available_cores() -> int:
@@ -96,10 +115,92 @@ def _register_job() -> None:
     atexit.register(_registered.unlink, missing_ok=True)
 
 
-def default_threads() -> int:
+def _busy_seconds(path: str | None = None) -> float | None:
+    """CPU seconds the cores this process may run on have spent busy since boot (every
+    program's, this one's included), from /proc/stat; None where there is none (macOS)."""
+    try:
+        with open(path or PROC_STAT, "rb") as handle:
+            lines = handle.read().splitlines()
+        try:
+            mine = {f"cpu{i}".encode() for i in os.sched_getaffinity(0)}
+        except AttributeError:
+            mine = None
+        ticks = 0
+        for line in lines:
+            fields = line.split()
+            if not fields or not fields[0].startswith(b"cpu"):
+                continue
+            # The first line sums all cores: a container's CPU set sums its own lines.
+            if (fields[0] not in mine) if mine is not None else fields[0] != b"cpu":
+                continue
+            # user nice system idle iowait irq softirq steal (guest time is inside user)
+            values = [int(v) for v in fields[1:9]]
+            ticks += sum(values) - values[3] - values[4]
+        return ticks / os.sysconf("SC_CLK_TCK") if ticks else None
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def _own_seconds() -> float:
+    """CPU seconds of this process, all its threads (not its children)."""
+    own = os.times()
+    return own.user + own.system
+
+
+def _load_average() -> float:
+    """Fallback without /proc/stat: the 1-minute load average, less this process's share
+    of it can not be told apart, so this counts our own threads too; 0.0 where none."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def other_load(now: float | None = None) -> float:
+    """Cores (of those this process may use) kept busy by other programs lately: busy
+    time from /proc/stat over a short window, less this process's own CPU time.
+
+    A sample is reused for `LOAD_TTL` seconds, and the window runs from the previous
+    reading when that is recent, so a loop of predicts pays nothing; otherwise it waits
+    `LOAD_WINDOW` seconds once. Without /proc/stat, `os.getloadavg` (which counts this
+    process too); 0.0 when neither is there.
+    """
+    global _counters, _load
+    now = time.monotonic() if now is None else now
+    if _load is not None and 0 <= now - _load[0] < LOAD_TTL:
+        return _load[1]
+    busy = _busy_seconds()
+    if busy is None:
+        value = _load_average()
+    else:
+        reading = (now, busy, _own_seconds())
+        if _counters is None or not LOAD_WINDOW <= now - _counters[0] <= LOAD_MAX_WINDOW:
+            time.sleep(LOAD_WINDOW)
+            _counters, now = reading, time.monotonic()
+            reading = (now, _busy_seconds() or busy, _own_seconds())
+        window = reading[0] - _counters[0]
+        value = max(0.0, (reading[1] - _counters[1]) - (reading[2] - _counters[2])) / window
+        _counters = reading
+    _load = (now, value)
+    return value
+
+
+def load_backoff_enabled() -> bool:
+    return os.environ.get(LOAD_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
+
+
+def default_threads(load: bool | None = None) -> int:
     """Threads when none are given: the cores shared among the jobs running at once
-    (`running_jobs`, or make's -jN if more), at least 1."""
-    return max(1, available_cores() // max(make_jobs(), running_jobs(), 1))
+    (`running_jobs`, or make's -jN if more), and no more than the cores other programs
+    leave idle (`other_load`, rounded; with ``load`` False or XLARANK_LOAD_BACKOFF=0 not
+    looked at); at least 1."""
+    cores = available_cores()
+    count = cores // max(make_jobs(), running_jobs(), 1)
+    if load is None:
+        load = load_backoff_enabled()
+    if load:
+        count = min(count, round(cores - other_load()))
+    return max(1, count)
 
 
 def use_threads(threads: int | None = None) -> int:
@@ -121,8 +222,8 @@ def use_threads(threads: int | None = None) -> int:
     return count
 
 
-def chosen_threads() -> int:
-    """The --threads a command was given, else `default_threads` now (the jobs running
-    may have changed since the command started)."""
-    return _chosen if _chosen is not None else default_threads()
+def chosen_threads(load: bool | None = None) -> int:
+    """The --threads a command was given, else `default_threads` now (the jobs running,
+    and other programs' load, may have changed since the command started)."""
+    return _chosen if _chosen is not None else default_threads(load)
 
