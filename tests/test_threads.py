@@ -300,3 +300,140 @@ def test_a_real_busy_neighbour_is_seen(monkeypatch):
         spinner.kill()
         spinner.wait()
 
+
+# ---------------------------------------------------------------- a hostile jobs folder
+
+@pytest.fixture
+def places(tmp_path, monkeypatch):
+    """The three places the jobs folder may go, all inside this test's folder."""
+    import tempfile
+
+    for name in ("run", "tmp", "home"):
+        (tmp_path / name).mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    name = f"xlarank-jobs-{threads._uid()}"
+    return [tmp_path / "run" / name, tmp_path / "tmp" / name,
+            tmp_path / "home" / ".cache" / "xlarank" / name]
+
+
+def precious_folder(tmp_path):
+    """A folder of someone's own files, one of them named like a dead pid."""
+    folder = tmp_path / "precious"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("years of work")
+    (folder / str(_dead_pid())).write_text("not a pid file")
+    return folder
+
+
+def make_hostile(kind: str, folder, tmp_path, monkeypatch) -> None:
+    import os
+
+    if kind == "a regular file":
+        folder.write_text("someone else's")
+    elif kind == "a symlink to a folder of ours":
+        folder.symlink_to(precious_folder(tmp_path))
+    elif kind == "a dangling symlink":
+        folder.symlink_to(tmp_path / "nowhere")
+    elif kind == "a folder others may write in":
+        folder.mkdir(mode=0o777)
+        folder.chmod(0o777)
+        for pid in (1, os.getppid()):  # live pids, to starve us of threads
+            (folder / str(pid)).touch()
+    elif kind == "another user's folder":
+        if os.geteuid() != 0:
+            pytest.skip("making a folder another user owns needs root")
+        folder.mkdir(mode=0o700)
+        (folder / "1").touch()
+        os.chown(folder, 65534, 65534)
+    elif kind == "an unwritable folder":
+        folder.mkdir(mode=0o500)
+        real_access = os.access
+        # root writes anywhere: the folder is what access() says of it
+        monkeypatch.setattr(threads.os, "access",
+                            lambda path, mode, **kw: False if str(path) == str(folder)
+                            else real_access(path, mode, **kw))
+
+
+HOSTILE = ["a regular file", "a symlink to a folder of ours", "a dangling symlink",
+           "a folder others may write in", "another user's folder", "an unwritable folder"]
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_a_hostile_jobs_folder_is_passed_over_for_the_next_place(places, tmp_path,
+                                                                monkeypatch, kind):
+    import os
+
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    monkeypatch.setenv("MAKEFLAGS", "")
+    make_hostile(kind, places[0], tmp_path, monkeypatch)
+    before = {p: os.lstat(p).st_mode for p in tmp_path.rglob("*") if "tmp" not in p.parts}
+    precious = sorted(p.name for p in (tmp_path / "precious").iterdir()) \
+        if (tmp_path / "precious").exists() else None
+    assert threads.use_threads(None) == 2  # its live pid files are not counted
+    assert threads.jobs_dir() == places[1]
+    assert (places[1] / str(os.getpid())).is_file() and threads.running_jobs() == 1
+    assert {p: os.lstat(p).st_mode for p in before} == before
+    if precious is not None:  # the dead-pid cleanup never reached our own files
+        assert sorted(p.name for p in (tmp_path / "precious").iterdir()) == precious
+        assert (tmp_path / "precious" / "thesis.tex").read_text() == "years of work"
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_with_every_place_hostile_the_registry_is_skipped(places, tmp_path, monkeypatch,
+                                                         kind):
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    monkeypatch.setenv("MAKEFLAGS", "")
+    for i, folder in enumerate(places):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        target = tmp_path / f"own{i}"
+        target.mkdir()
+        make_hostile(kind, folder, target, monkeypatch)
+    assert threads.use_threads(None) == 2
+    assert threads._registered is None and threads.jobs_dir() is None
+    assert threads.running_jobs() == 0 and threads.chosen_threads() == 2
+
+
+def test_garbage_in_the_jobs_folder_is_left_alone_and_not_counted(places):
+    import os
+
+    threads.use_threads(None)
+    folder = threads.jobs_dir()
+    assert folder == places[0]
+    dead = _dead_pid()
+    garbage = ["abc", "12x", "0", "007", "99999999999999999999", "4194305", "\u0663",
+               ".hidden", "-1"]
+    for name in garbage:
+        (folder / name).write_text("junk")
+    (folder / "1").mkdir()  # a folder named by a live pid
+    (folder / str(os.getppid())).symlink_to("/etc/hostname")  # a link named by one
+    os.mkfifo(folder / "2")
+    (folder / str(dead)).write_text("")
+    assert threads.running_jobs() == 1  # this process only
+    assert not (folder / str(dead)).exists()  # a dead job's file is cleaned up
+    left = {p.name for p in folder.iterdir()}
+    assert left == {*garbage, "1", "2", str(os.getppid()), str(os.getpid())}
+
+
+@pytest.mark.parametrize("kind", [*HOSTILE, "garbage pid files"])
+def test_commands_run_whatever_the_jobs_folder_holds(places, tmp_path, monkeypatch, frames,
+                                                     kind):
+    from typer.testing import CliRunner
+
+    from xlarank.cli import app
+
+    for i, folder in enumerate(places):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "garbage pid files":
+            folder.mkdir(mode=0o700)
+            for name in ("99999999999999999999", "x", "0"):
+                (folder / name).write_text("junk")
+        else:
+            target = tmp_path / f"own{i}"
+            target.mkdir()
+            make_hostile(kind, folder, target, monkeypatch)
+    result = CliRunner().invoke(app, ["evaluate", str(frames["default", "tile-xla", "train"]),
+                                      "--random"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "Traceback" not in result.output and "slowdown" in result.output

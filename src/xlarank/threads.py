@@ -24,6 +24,7 @@ import atexit
 import contextlib
 import os
 import re
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -71,48 +72,136 @@ def make_jobs(makeflags: str | None = None) -> int:
     return int(found.group(1)) if found.group(1) else available_cores()
 
 
-def jobs_dir() -> Path:
-    """The folder where running xlarank commands leave their pid files (per user)."""
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(base) / f"xlarank-jobs-{os.getuid() if hasattr(os, 'getuid') else 0}"
+# Linux's pid_max is at most 2**22; a longer run of digits names no process.
+_MAX_PID = 1 << 22
+_PID_NAME = re.compile(r"[1-9][0-9]{0,6}")
+
+
+def _uid() -> int:
+    return os.getuid() if hasattr(os, "getuid") else 0
+
+
+def _job_folders() -> list[Path]:
+    """Where the pid files may go, in order: $XDG_RUNTIME_DIR's (private to the user), the
+    temporary folder's, and ~/.cache's, for when a shared /tmp holds someone else's."""
+    name = f"xlarank-jobs-{_uid()}"
+    bases = [os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir()]
+    with contextlib.suppress(RuntimeError, KeyError, OSError):
+        bases.append(str(Path.home() / ".cache" / "xlarank"))
+    found: list[Path] = []
+    for base in bases:
+        if base and Path(base) / name not in found:
+            found.append(Path(base) / name)
+    return found
+
+
+def _private_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a real folder (not a link) of this user that no one else may
+    write in, and this process may use: on a shared /tmp anyone can make the name first,
+    as a file, a link to a folder of ours (whose files the dead-pid cleanup would
+    delete), or a folder of their own filled with pid files."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return False
+    return (stat.S_ISDIR(info.st_mode) and info.st_uid == _uid()
+            and not info.st_mode & 0o022
+            and os.access(folder, os.R_OK | os.W_OK | os.X_OK))
+
+
+def _could_make(folder: Path) -> bool:
+    try:
+        os.lstat(folder)
+    except FileNotFoundError:
+        parent = folder.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        return parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)
+    except OSError:
+        return False
+    return False
+
+
+def jobs_dir(create: bool = False) -> Path | None:
+    """The folder where running xlarank commands leave their pid files (per user): the
+    first of `_job_folders` that is this user's private folder or could be made one
+    (made, with ``create``); None when none is, and the jobs are not counted."""
+    for folder in _job_folders():
+        if _private_folder(folder):
+            return folder
+        if _could_make(folder):
+            if not create:
+                return folder
+            with contextlib.suppress(OSError):
+                folder.mkdir(mode=0o700, parents=True)
+                # mkdir's mode is cut by the umask and a parent made here gets the
+                # umask's; only the folder itself must be private.
+                os.chmod(folder, 0o700)
+            if _private_folder(folder):
+                return folder
+    return None
 
 
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
     except PermissionError:  # alive, another user's
         return True
+    except (OSError, OverflowError):
+        return False
     return True
 
 
 def running_jobs() -> int:
-    """The xlarank commands running now (this one included when registered); pid files of
-    processes that died without cleaning up are removed."""
+    """The xlarank commands running now (this one included when registered): plain files
+    named by the pid of a live process in `jobs_dir`. Those of processes that died
+    without cleaning up are removed; anything else there is left alone and not counted."""
+    folder = jobs_dir()
+    if folder is None:
+        return 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:  # gone, or unreadable: no jobs seen
+        return 0
     count = 0
-    with contextlib.suppress(FileNotFoundError):
-        for entry in jobs_dir().iterdir():
-            if entry.name.isdigit() and _alive(int(entry.name)):
-                count += 1
-            else:
-                entry.unlink(missing_ok=True)
+    for entry in entries:
+        if not _PID_NAME.fullmatch(entry.name) or int(entry.name) > _MAX_PID:
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+        except OSError:
+            continue
+        if _alive(int(entry.name)):
+            count += 1
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
     return count
 
 
+def _unregister(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
 def _register_job() -> None:
+    """Leave this process's pid file in `jobs_dir`; where none is usable the command runs
+    on, counting make's jobs only."""
     global _registered
     if _registered is not None:
         return
-    try:
-        folder = jobs_dir()
-        folder.mkdir(mode=0o700, exist_ok=True)
-        _registered = folder / str(os.getpid())
-        _registered.touch()
-    except OSError:  # no writable temporary folder: count make's jobs only
-        _registered = None
+    folder = jobs_dir(create=True)
+    if folder is None:
         return
-    atexit.register(_registered.unlink, missing_ok=True)
+    path = folder / str(os.getpid())
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        os.close(fd)
+    except OSError:
+        return
+    _registered = path
+    atexit.register(_unregister, path)
 
 
 def _busy_seconds(path: str | None = None) -> float | None:
