@@ -701,3 +701,171 @@ def test_spec_collections_must_be_collection_ids(tmp_path, value):
     path.write_text(f'features = "default"\ncollections = {value}\n')
     with pytest.raises(SpecError, match=r"collections must be a list of collection ids"):
         load_ranker_spec(path)
+
+
+# ---------------------------------------------------------------- no input is overwritten
+
+@pytest.fixture
+def inputs_of(models, tile_frames, tiny_data, spec_dir, repo_specs, tmp_path):
+    """Copies of every kind of input a command reads, in this test's folder."""
+    data = dataset_copy(tiny_data, tmp_path)
+    npz = sorted((data / "npz/tile/xla/test").glob("*.npz"))[0]
+    frame = tmp_path / "frame.parquet"
+    shutil.copyfile(tile_frames["default"], frame)
+    valid = tmp_path / "valid.parquet"
+    shutil.copyfile(tile_frames["default"], valid)
+    model = copy_model(models, "lightgbm", tmp_path)
+    measured = tmp_path / "measured.csv"
+    measured.write_text("config_index,runtime\n0,5\n1,7\n")
+    spec = tmp_path / "spec.toml"
+    shutil.copyfile(spec_dir / "lgbm.toml", spec)
+    features = tmp_path / "features.toml"
+    shutil.copyfile(repo_specs.features("default"), features)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "run.summary.json").write_text('{"run": "x"}\n')
+    return {"data": data, "npz": npz, "frame": frame, "valid": valid, "model": model,
+            "measured": measured, "spec": spec, "features": features, "reports": reports,
+            "summary": reports / "run.summary.json"}
+
+
+# Each writing command: its arguments with OUT for the output, the output's kind, the
+# file input the file-level aliases point at, and the folder input "inside" writes into.
+WRITERS = {
+    "score": (lambda i: ["score", i["npz"], "--models", i["model"], "--out", "OUT"],
+              "file", "npz", ("model", "card.json")),
+    "rank-graph": (lambda i: ["rank-graph", i["npz"], "--measured", i["measured"], "--prior",
+                              i["model"], "--out", "OUT"], "file", "measured",
+                   ("model", "card.json")),
+    "evaluate": (lambda i: ["evaluate", i["frame"], "--model", i["model"], "--out", "OUT"],
+                 "file", "frame", ("model", "card.json")),
+    "featurize": (lambda i: ["featurize", i["data"], "--spec", i["features"], "--collection",
+                             "tile-xla", "--split", "test", "--out", "OUT"], "file", "npz",
+                  ("data", "npz/tile/xla/test/new.npz")),
+    "gnn-train": (lambda i: ["gnn-train", i["data"], "--collection", "tile-xla", "--out",
+                             "OUT"], "file", "npz", ("data", "npz/tile/xla/train/w.npz")),
+    "submit": (lambda i: ["submit", i["data"], "--models", i["model"], "--out", "OUT"],
+               "file", "npz", ("model", "card.json")),
+    "compare": (lambda i: ["compare", i["reports"], "--out", "OUT"], "file", "summary",
+                ("reports", "new.summary.json")),
+    "tune": (lambda i: ["tune", i["frame"], i["valid"], "--spec", i["spec"], "--trials", "1",
+                        "--out", "OUT"], "file", "spec", None),
+    "tune --log": (lambda i: ["tune", i["frame"], i["valid"], "--spec", i["spec"],
+                              "--trials", "1", "--out", i["frame"].parent / "new.toml",
+                              "--log", "OUT"], "file", "valid", None),
+    "train": (lambda i: ["train", i["frame"], "--spec", i["spec"], "--valid", i["valid"],
+                         "--out", "OUT"], "dir", "valid", None),
+    "report": (lambda i: ["report", i["frame"], "--model", i["model"], "--out", "OUT"],
+               "dir", "frame", ("model", "report")),
+}
+ALIASES = ["same path", "through ..", "symlink", "hard link", "inside a folder input",
+           "folder holding an input"]
+
+
+def alias_cases():
+    for command, (_, kind, _, inside) in WRITERS.items():
+        for alias in ALIASES:
+            if alias == "inside a folder input" and inside is None:
+                continue
+            if alias == "folder holding an input" and kind != "dir":
+                continue
+            yield command, alias
+
+
+def contents(path: Path) -> dict:
+    """Every file's bytes under path (or path's own), to show nothing was changed."""
+    if path.is_dir():
+        return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
+                if p.is_file()}
+    return {"": path.read_bytes()}
+
+
+def aliased_output(alias: str, command: str, inputs: dict, tmp_path: Path):
+    """The output path for ``alias`` and the input it must leave alone."""
+    _, kind, target_key, inside = WRITERS[command]
+    target = inputs[target_key]
+    if alias == "same path":
+        return target, target
+    if alias == "through ..":
+        (target.parent / "sub").mkdir(exist_ok=True)
+        return target.parent / "sub" / ".." / target.name, target
+    if alias == "symlink":
+        link = tmp_path / "link"
+        link.symlink_to(target)
+        return link, target
+    if alias == "hard link":
+        link = tmp_path / "hardlink"
+        os.link(target, link)
+        return link, target
+    if alias == "inside a folder input":
+        folder, name = inside
+        return inputs[folder] / name, inputs[folder]
+    # A folder xlarank wrote before (its marker is there), now holding an input.
+    holder = tmp_path / "holder"
+    holder.mkdir()
+    (holder / ("card.json" if command == "train" else "index.html")).write_text("{}")
+    moved = holder / target.name
+    target.rename(moved)
+    inputs[target_key] = moved
+    return holder, holder
+
+
+@pytest.mark.parametrize("command, alias", list(alias_cases()))
+def test_no_command_overwrites_its_input(inputs_of, tmp_path, monkeypatch, command, alias):
+    out, protected = aliased_output(alias, command, inputs_of, tmp_path)
+    args = [out if a == "OUT" else a for a in WRITERS[command][0](inputs_of)]
+    before = contents(protected)
+    refuse_all_work(monkeypatch)
+    result = run(*args)
+    one_error_line(result, str(out))
+    assert contents(protected) == before
+    assert not list(protected.parent.glob(f".{protected.name}.*")), "no temporary left"
+
+
+def test_every_writing_command_is_checked_against_its_inputs():
+    """A command added later with an output option must join WRITERS (or this list)."""
+    import typer.main
+
+    group = typer.main.get_command(app)
+    writing = {name for name, command in group.commands.items()
+               if any(p.name.startswith("out") for p in command.params)}
+    assert writing == {c.split()[0] for c in WRITERS} | {"synth"}
+
+
+@pytest.mark.parametrize("reads, name, refused", [
+    (None, "anything.csv", True), ("*.summary.json", "summary.csv", False),
+    ("*.summary.json", "x.summary.json", True), ("*.npz", "deep/er/w.npz", True),
+])
+def test_check_outputs_inside_folder_inputs(tmp_path, reads, name, refused):
+    from xlarank.atomic import Input, check_outputs
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "kept.summary.json").write_text("{}")
+    out = folder / name
+    if refused:
+        with pytest.raises(XlarankError, match=re.escape(str(out))):
+            check_outputs([out], [Input(folder, reads)])
+    else:
+        assert check_outputs([out], [Input(folder, reads)]) == [out]
+
+
+def test_check_outputs_finds_a_hard_link_inside_a_folder_input(tmp_path):
+    from xlarank.atomic import Input, check_outputs
+
+    (tmp_path / "data" / "a").mkdir(parents=True)
+    (tmp_path / "data" / "a" / "g.npz").write_bytes(b"graph")
+    os.link(tmp_path / "data" / "a" / "g.npz", tmp_path / "out.npz")
+    with pytest.raises(XlarankError, match="g.npz by a hard link"):
+        check_outputs([tmp_path / "out.npz"], [Input(tmp_path / "data", "*.npz")])
+
+
+def test_check_outputs_refuses_two_outputs_on_one_file_and_passes_plain_ones(tmp_path):
+    from xlarank.atomic import Output, check_outputs
+
+    (tmp_path / "in.csv").write_text("x")
+    with pytest.raises(XlarankError, match="given for two outputs"):
+        check_outputs([tmp_path / "a.csv", tmp_path / "sub" / ".." / "a.csv"])
+    assert check_outputs([tmp_path / "a.csv", Output(tmp_path / "m", "dir")],
+                         [tmp_path / "in.csv", None, tmp_path / "missing"]) == [
+        tmp_path / "a.csv", tmp_path / "m"]
