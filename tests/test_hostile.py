@@ -869,3 +869,129 @@ def test_check_outputs_refuses_two_outputs_on_one_file_and_passes_plain_ones(tmp
     assert check_outputs([tmp_path / "a.csv", Output(tmp_path / "m", "dir")],
                          [tmp_path / "in.csv", None, tmp_path / "missing"]) == [
         tmp_path / "a.csv", tmp_path / "m"]
+
+
+# ---------------------------------------------------------------- concurrent runs on one output
+
+@pytest.mark.parametrize("kind", ["file", "dir"])
+def test_a_live_writers_temporary_survives_another_runs_cleanup(tmp_path, kind):
+    """The cause of train's and score's FileNotFoundError: the first run to finish deleted
+    the other's temporary as a killed run's leftover."""
+    import threading
+
+    out = tmp_path / "out"
+    writing, finished = threading.Event(), threading.Event()
+    errors = []
+
+    def slow_writer():
+        try:
+            with (atomic_path(out) if kind == "file" else atomic_dir(out)) as tmp:
+                target = tmp if kind == "file" else tmp / "card.json"
+                target.write_text("first")
+                writing.set()
+                assert finished.wait(10)
+            # leaving renames the temporary: FileNotFoundError before the fix
+        except BaseException as exc:  # reported to the test below
+            errors.append(exc)
+
+    thread = threading.Thread(target=slow_writer)
+    thread.start()
+    assert writing.wait(10)
+    if kind == "file":
+        write_text_atomic(out, "second")
+    else:
+        with atomic_dir(out) as tmp:
+            (tmp / "card.json").write_text("second")
+    finished.set()
+    thread.join(10)
+    assert errors == []
+    written = out if kind == "file" else out / "card.json"
+    assert written.read_text() == "first"
+    assert not list(tmp_path.glob(".out.*"))
+
+
+def test_leftovers_of_dead_writers_go_and_of_live_ones_stay(tmp_path):
+    from xlarank.atomic import remove_leftovers
+
+    out = tmp_path / "s.csv"
+    live = tmp_path / f".s.csv.{os.getpid()}-abc.part"
+    dead = tmp_path / f".s.csv.{_dead_child_pid()}-abc.part"
+    legacy = tmp_path / ".s.csv.k1l2m3.part"
+    huge = tmp_path / ".s.csv.99999999999-x.part"
+    for path in (live, dead, legacy, huge):
+        path.write_text("half")
+    remove_leftovers(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name]
+
+
+def _dead_child_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+@pytest.fixture
+def racing_outputs(inputs_of):
+    """Each locking command's arguments, with OUT where its output goes."""
+    i = inputs_of
+    return {
+        "train": ["train", i["frame"], "--spec", i["spec"], "--out", "OUT"],
+        "score": ["score", i["npz"], "--models", i["model"], "--out", "OUT"],
+        "evaluate": ["evaluate", i["frame"], "--model", i["model"], "--out", "OUT"],
+        "rank-graph": ["rank-graph", i["npz"], "--measured", i["measured"], "--out", "OUT"],
+        "tune": ["tune", i["frame"], i["valid"], "--spec", i["spec"], "--trials", "1",
+                 "--out", "OUT"],
+        "report": ["report", i["frame"], "--model", i["model"], "--out", "OUT"],
+        "submit": ["submit", i["data"], "--models", i["model"], "--out", "OUT"],
+    }
+
+
+@pytest.mark.parametrize("command", ["train", "score", "evaluate", "rank-graph", "tune",
+                                     "report", "submit"])
+def test_a_second_run_on_one_output_fails_at_once(racing_outputs, tmp_path, monkeypatch,
+                                                  command):
+    import time
+
+    out = tmp_path / "racing-out"
+    args = [out if a == "OUT" else a for a in racing_outputs[command]]
+    refuse_all_work(monkeypatch)
+    monkeypatch.setattr("xlarank.systems.rank_graph_with", refuse_work)
+    monkeypatch.setattr("xlarank.rank.tune.tune_spec", refuse_work)
+    started = time.perf_counter()
+    with output_lock(out):
+        one_error_line(run(*args), str(out), "another xlarank run")
+    assert time.perf_counter() - started < 20
+    assert not out.exists() and not list(tmp_path.glob(".racing-out.*"))
+
+
+@pytest.mark.parametrize("command", ["train", "score"])
+def test_two_runs_racing_on_one_output_never_crash(inputs_of, tmp_path, command):
+    """The issue's repro, in threads: each run writes the output whole or says another
+    run holds it; none dies on the other's cleanup."""
+    from xlarank.rank.train_specs import train_from_specs
+
+    out = tmp_path / ("model" if command == "train" else "scores.csv")
+
+    def one_run(_):
+        try:
+            if command == "train":
+                train_from_specs(inputs_of["frame"], [inputs_of["spec"]], out)
+            else:
+                score_files([inputs_of["npz"]], inputs_of["model"], out)
+            return "wrote"
+        except XlarankError as exc:
+            assert "another xlarank run" in str(exc)
+            return "refused"
+
+    for _ in range(3):
+        with ThreadPoolExecutor(2) as pool:
+            outcomes = list(pool.map(one_run, range(2)))
+        assert "wrote" in outcomes
+        if command == "train":
+            assert len(load_model(out).predict(read_frame(inputs_of["frame"])[0])) > 0
+        else:
+            assert list(pd.read_csv(out).columns)[:2] == ["file", "collection"]
+        assert not [p for p in tmp_path.glob(f".{out.name}*")], "nothing half-written left"

@@ -15,12 +15,15 @@ import contextlib
 import errno
 import fcntl
 import fnmatch
+import functools
 import glob
+import inspect
 import os
+import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,7 +210,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """
     path = check_output(path, "file")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".part", dir=path.parent)
     os.close(fd)
     try:
         os.chmod(tmp, 0o666 & ~_umask())
@@ -219,13 +222,35 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     remove_leftovers(path)
 
 
+def _temp_prefix(path: Path) -> str:
+    # The writer's pid in the name tells `remove_leftovers` whose temporary it is.
+    return f".{path.name}.{os.getpid()}-"
+
+
+def _writer_alive(leftover: Path, path: Path) -> bool:
+    """Whether the run that made ``leftover`` (named by `_temp_prefix`) still runs; names
+    of older xlarank versions, with no pid, are a killed run's."""
+    found = re.match(rf"\.{re.escape(path.name)}\.([0-9]{{1,7}})-", leftover.name)
+    if found is None:
+        return False
+    try:
+        os.kill(int(found.group(1)), 0)
+    except PermissionError:  # another user's live process
+        return True
+    except (OSError, OverflowError):
+        return False
+    return True
+
+
 def remove_leftovers(path: Path) -> None:
     """Delete the temporary files and folders of ``path`` that a killed run left behind
-    (no cleanup runs on SIGKILL): ``.NAME.*.part`` and ``.NAME.*.old``. Two runs writing
-    the same output at once would delete each other's; `output_lock` keeps them apart
-    where that can happen."""
+    (no cleanup runs on SIGKILL): ``.NAME.*.part`` and ``.NAME.*.old`` whose writer is
+    gone. A live writer's are kept: deleting them made a second run on the same output
+    die with FileNotFoundError."""
     for suffix in ("part", "old"):
         for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.{suffix}"):
+            if _writer_alive(leftover, path):
+                continue
             if leftover.is_dir() and not leftover.is_symlink():
                 shutil.rmtree(leftover, ignore_errors=True)
             else:
@@ -247,13 +272,14 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     """
     path = check_output(path, "dir")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".part", dir=path.parent))
     try:
         os.chmod(tmp, 0o777 & ~_umask())
         yield tmp
         old = None
         if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            old = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".old",
+                                        dir=path.parent))
             os.replace(path, old / path.name)
         os.replace(tmp, path)
         if old is not None:
@@ -271,9 +297,13 @@ def output_lock(path: str | Path) -> Iterator[None]:
     files. The kernel drops the lock of a killed run; the lock file goes at the end."""
     path = Path(path)
     lock = path.parent / f".{path.name}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise XlarankError(f"{path}: cannot lock the output: {lock} "
+                               f"({exc.strerror})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -294,3 +324,22 @@ def output_lock(path: str | Path) -> Iterator[None]:
         # Removed while still held, so a waiting run can never lock the old file unseen.
         lock.unlink(missing_ok=True)
         os.close(fd)
+
+
+def locks_outputs(*names: str) -> Callable[[Callable], Callable]:
+    """Decorate a function that writes the outputs its arguments ``names`` give: it runs
+    holding `output_lock` on each (those not None), so a second run on one output fails
+    at once instead of racing the first."""
+    def decorate(fn: Callable) -> Callable:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def locked(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            with contextlib.ExitStack() as held:
+                for name in names:
+                    if bound.arguments.get(name) is not None:
+                        held.enter_context(output_lock(bound.arguments[name]))
+                return fn(*args, **kwargs)
+        return locked
+    return decorate

@@ -501,17 +501,18 @@ def rank_graph(
 ) -> None:
     """Rank all configs of one graph from the runtimes of some: rank, config_index, score,
     measured, runtime. Repeats of a config index are combined by their median."""
-    from xlarank.atomic import atomic_path
+    from xlarank.atomic import atomic_path, output_lock
     from xlarank.rank.ingraph import read_measured
     from xlarank.systems import rank_graph_with
 
     with _user_errors():
         check_outputs([out_csv], [graph, measured, prior])
         use_threads(threads)
-        ranked = rank_graph_with(system, graph, read_measured(measured), seed=seed,
-                                 prior=prior)
-        with atomic_path(out_csv) as tmp:
-            ranked.to_csv(tmp, index=False)
+        with output_lock(out_csv):
+            ranked = rank_graph_with(system, graph, read_measured(measured), seed=seed,
+                                     prior=prior)
+            with atomic_path(out_csv) as tmp:
+                ranked.to_csv(tmp, index=False)
     console.print(f"ranked {len(ranked)} configs ({int(ranked['measured'].sum())} measured) "
                   f"-> {out_csv}")
 
