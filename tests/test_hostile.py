@@ -995,3 +995,86 @@ def test_two_runs_racing_on_one_output_never_crash(inputs_of, tmp_path, command)
         else:
             assert list(pd.read_csv(out).columns)[:2] == ["file", "collection"]
         assert not [p for p in tmp_path.glob(f".{out.name}*")], "nothing half-written left"
+
+
+# ---------------------------------------------------------------- a full disk
+
+def full_disk(monkeypatch, where: str, code: int = 28):
+    """Make ``where`` (a writer) write half its file, then fail as a full disk does."""
+    import errno as errnos
+
+    def write_half_then_fail(*args, **kwargs):
+        target = next((a for a in (*args, *kwargs.values())
+                       if isinstance(a, (str, Path)) and ".part" in str(a)), None)
+        if target is not None:
+            target = Path(target) / "card.json" if Path(target).is_dir() else Path(target)
+            target.write_text("half")
+        raise OSError(code, os.strerror(code) if code != 28 else "No space left on device",
+                      *([str(target)] if target is not None else []))
+
+    assert code in (errnos.ENOSPC, errnos.EDQUOT, errnos.EROFS, errnos.EACCES)
+    monkeypatch.setattr(where, write_half_then_fail)
+
+
+# The writer each command ends in, as the issue's tracebacks show.
+DISK_WRITERS = {
+    "featurize": "pyarrow.parquet.write_table",
+    "train": "xlarank.rank.ranker.write_card",
+    "score": "pandas.DataFrame.to_csv",
+    "rank-graph": "pandas.DataFrame.to_csv",
+    "evaluate": "pandas.DataFrame.to_csv",
+}
+
+
+@pytest.mark.parametrize("code", [28, 122, 30, 13])  # ENOSPC EDQUOT EROFS EACCES
+@pytest.mark.parametrize("command", list(DISK_WRITERS))
+def test_a_full_disk_is_one_error_line_and_nothing_half_written(inputs_of, tmp_path,
+                                                                 monkeypatch, command, code):
+    args_of = {
+        "featurize": ["featurize", inputs_of["data"], "--spec", inputs_of["features"],
+                      "--collection", "tile-xla", "--split", "test", "--out", "OUT"],
+        "train": ["train", inputs_of["frame"], "--spec", inputs_of["spec"], "--out", "OUT"],
+        "score": ["score", inputs_of["npz"], "--models", inputs_of["model"], "--out", "OUT"],
+        "rank-graph": ["rank-graph", inputs_of["npz"], "--measured", inputs_of["measured"],
+                       "--out", "OUT"],
+        "evaluate": ["evaluate", inputs_of["frame"], "--model", inputs_of["model"], "--out",
+                     "OUT"],
+    }
+    folder = tmp_path / "outputs"
+    folder.mkdir()
+    out = folder / ("model" if command == "train" else "out")
+    if command == "train":  # an older model, which must survive
+        shutil.copytree(inputs_of["model"], out)
+    else:
+        out.write_text("older output")
+    before = contents(out)
+    full_disk(monkeypatch, DISK_WRITERS[command], code)
+    result = run(*[out if a == "OUT" else a for a in args_of[command]])
+    # featurize fails writing a part of the frame, beside it, and names that file
+    named = str(folder / ".out.parts") if command == "featurize" else str(out)
+    one_error_line(result, named, os.strerror(code).lower() if code != 28
+                   else "no space left on device", errno_name(code))
+    assert "Traceback" not in result.output
+    assert contents(out) == before
+    left = sorted(p.name for p in folder.iterdir())
+    assert left == sorted([out.name, *([".out.parts"] if command == "featurize" else [])])
+    if command == "featurize":
+        assert not list((folder / ".out.parts").glob("*.parquet"))
+
+
+def errno_name(code: int) -> str:
+    import errno as errnos
+
+    return errnos.errorcode[code]
+
+
+def test_write_faults_without_an_errno_are_read_from_the_message(tmp_path):
+    """pyarrow raises OSError('... No space left on device') with no errno."""
+    out = tmp_path / "f.csv"
+    with pytest.raises(XlarankError, match=r"f\.csv: cannot write the output: no space left "
+                       r"on device \(ENOSPC\)"), atomic_path(out) as tmp:
+        tmp.write_text("half")
+        raise OSError("IOError: failed writing: No space left on device")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(OSError, match="Connection reset"), atomic_path(out):
+        raise OSError(104, "Connection reset by peer")

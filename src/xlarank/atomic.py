@@ -201,6 +201,44 @@ def _umask() -> int:
     return mask
 
 
+# Faults of the place written to, not of xlarank: a full disk or quota, a read-only or
+# forbidden place, a file larger than the file system takes.
+_WRITE_FAULTS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG,
+                 *([errno.EDQUOT] if hasattr(errno, "EDQUOT") else [])}
+
+
+def _write_fault(exc: OSError) -> int | None:
+    """The errno of a write fault (`_WRITE_FAULTS`), else None. pyarrow's OSError holds
+    only the system's message, not its errno."""
+    if exc.errno in _WRITE_FAULTS:
+        return exc.errno
+    if exc.errno is None:
+        text = str(exc).lower()
+        for code in _WRITE_FAULTS:
+            if os.strerror(code).lower() in text:
+                return code
+    return None
+
+
+@contextmanager
+def _write_faults(path: Path) -> Iterator[None]:
+    """Turn a write fault while ``path`` is written into XlarankError naming the file and
+    the fault (the callers have removed what was half written)."""
+    try:
+        yield
+    except OSError as exc:
+        code = _write_fault(exc)
+        if code is None:
+            raise
+        # The temporaries beside the output are gone: only a file elsewhere is named.
+        where = ("" if not isinstance(exc.filename, (str, bytes, os.PathLike))
+                 or Path(os.fsdecode(exc.filename)).is_relative_to(path.parent)
+                 else f" at {exc.filename}")
+        raise XlarankError(f"{path}: cannot write the output{where}: "
+                           f"{os.strerror(code).lower()} ({errno.errorcode[code]}); nothing "
+                           "was written, an older one is kept") from None
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it is renamed to ``path``.
@@ -209,16 +247,17 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     file gets the mode a plain open() would (0666 less the umask), not mkstemp's 0600.
     """
     path = check_output(path, "file")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".part", dir=path.parent)
-    os.close(fd)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())
-        yield Path(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with _write_faults(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".part", dir=path.parent)
+        os.close(fd)
+        try:
+            os.chmod(tmp, 0o666 & ~_umask())
+            yield Path(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     remove_leftovers(path)
 
 
@@ -254,7 +293,9 @@ def remove_leftovers(path: Path) -> None:
             if leftover.is_dir() and not leftover.is_symlink():
                 shutil.rmtree(leftover, ignore_errors=True)
             else:
-                leftover.unlink(missing_ok=True)
+                # The output is written: a leftover that cannot go is no failure of it.
+                with contextlib.suppress(OSError):
+                    leftover.unlink(missing_ok=True)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -271,22 +312,31 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     umask, not mkdtemp's 0700.
     """
     path = check_output(path, "dir")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".part", dir=path.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~_umask())
-        yield tmp
+    with _write_faults(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".part",
+                                    dir=path.parent))
         old = None
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".old",
-                                        dir=path.parent))
-            os.replace(path, old / path.name)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        try:
+            os.chmod(tmp, 0o777 & ~_umask())
+            yield tmp
+            if path.exists():
+                old = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".old",
+                                            dir=path.parent))
+                os.replace(path, old / path.name)
+            os.replace(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if old is not None:  # put the old folder back, if it was moved aside
+                with contextlib.suppress(OSError):
+                    if not path.exists():
+                        os.replace(old / path.name, path)
+                    old.rmdir()
+            raise
+    if old is not None:
+        # The new folder is in place: a failure to delete the old is the next run's to
+        # clean up (`remove_leftovers`), not this one's to fail on.
+        shutil.rmtree(old, ignore_errors=True)
     remove_leftovers(path)
 
 
