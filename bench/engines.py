@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -107,6 +108,16 @@ def concurrent_trainings(frame: Path, repeats: int = 3) -> dict:
     return out
 
 
+def _timed_training(frame: Path, extra_env: dict | None = None) -> tuple[float, float]:
+    """Wall and CPU seconds of one `xlarank train`: CPU far above the run's own alone
+    means threads spinning for cores held by others; wall far above with CPU the same
+    means a fair share of a crowded machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = _trainings(frame, 1, "", extra_env)[0]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def busy_machine(frame: Path, runs: int = 10, alone_runs: int = 5) -> dict:
     """`xlarank train` alone (with and without the load back-off) and beside another
     program's looping 2-thread LightGBM job: seconds of each run, medians, and the slowest
@@ -115,10 +126,13 @@ def busy_machine(frame: Path, runs: int = 10, alone_runs: int = 5) -> dict:
     # Other programs on the machine make these figures noisy: their load is recorded.
     background = [round(other_load(), 2)]
     _trainings(frame, 1, "")  # page in the libraries
-    alone, alone_off = [], []
+    alone, alone_off, cpu = [], [], {"alone": [], "alone_without_backoff": [], "beside": []}
     for _ in range(alone_runs):  # interleaved, so a noisy minute hits both alike
-        alone.append(_trainings(frame, 1, "")[0])
-        alone_off.append(_trainings(frame, 1, "", off)[0])
+        for times, key, env in ((alone, "alone", None), (alone_off, "alone_without_backoff",
+                                                         off)):
+            wall, used = _timed_training(frame, env)
+            times.append(wall)
+            cpu[key].append(round(used, 2))
     beside = []
     neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -127,7 +141,9 @@ def busy_machine(frame: Path, runs: int = 10, alone_runs: int = 5) -> dict:
         if neighbour.poll() is not None:
             raise SystemExit("the neighbour LightGBM job did not start")
         for _ in range(runs):
-            beside.append(_trainings(frame, 1, "")[0])
+            wall, used = _timed_training(frame)
+            beside.append(wall)
+            cpu["beside"].append(round(used, 2))
     finally:
         neighbour.kill()
         neighbour.wait()
@@ -145,6 +161,7 @@ def busy_machine(frame: Path, runs: int = 10, alone_runs: int = 5) -> dict:
             "beside_seconds": [round(t, 2) for t in beside],
             "beside_median": round(statistics.median(beside), 2),
             "slowest_over_alone_median": round(max(beside) / median, 2),
+            "cpu_seconds": cpu,
             "limit": BUSY_LIMIT, "within_limit": max(beside) / median <= BUSY_LIMIT}
 
 
@@ -153,6 +170,7 @@ def _print_busy(busy: dict) -> None:
           f"{busy['alone_median']}s {busy['alone_seconds']}, without the back-off "
           f"{busy['alone_without_backoff_median']}s {busy['alone_without_backoff_seconds']} "
           f"(cost {busy['backoff_cost_alone']}x)")
+    print(f"  CPU seconds: {busy['cpu_seconds']}")
     print(f"  load of other programs before and after (cores): "
           f"{busy['background_load_cores_before_after']}")
     print(f"  beside a 2-thread LightGBM loop: {busy['beside_seconds']}; slowest / median "

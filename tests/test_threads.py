@@ -25,6 +25,7 @@ def _restore_threads(tmp_path, monkeypatch):
     monkeypatch.setenv(threads.LOAD_ENV, "0")
     monkeypatch.setattr(threads, "_load", None)
     monkeypatch.setattr(threads, "_counters", None)
+    monkeypatch.setattr(threads, "_own_at", threads._own_at)
     yield
     threads._chosen, threads._registered = before[0], before[1]
     numba.set_num_threads(before[2])
@@ -239,8 +240,11 @@ def test_other_load_waits_a_short_window_when_no_recent_reading(monkeypatch):
 
 def test_without_proc_the_load_average_is_used_and_without_it_nothing(monkeypatch, tmp_path):
     monkeypatch.setattr(threads, "PROC_STAT", str(tmp_path / "no-proc" / "stat"))
-    monkeypatch.setattr(threads.os, "getloadavg", lambda: (1.25, 0.5, 0.1))
-    assert threads.other_load(now=0.0) == 1.25
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (1.75, 0.5, 0.1))
+    # Over the last 2 s this process used 1 CPU second: half a core of the load is ours.
+    monkeypatch.setattr(threads, "_own_at", (1.0, 3.0))
+    monkeypatch.setattr(threads, "_own_seconds", lambda: 4.0)
+    assert threads.other_load(now=3.0) == 1.25
     monkeypatch.setattr(threads, "_load", None)
     monkeypatch.delattr(threads.os, "getloadavg")
     assert threads.other_load(now=5.0) == 0.0

@@ -49,6 +49,8 @@ PROC_STAT = "/proc/stat"
 _counters: tuple[float, float, float] | None = None
 # (monotonic time, cores busy with other programs) of the last sample.
 _load: tuple[float, float] | None = None
+# (monotonic time, this process's CPU seconds) at the last load-average sample.
+_own_at: tuple[float, float] = (time.monotonic(), 0.0)
 
 
 def available_cores() -> int:
@@ -236,11 +238,17 @@ def _own_seconds() -> float:
     return own.user + own.system
 
 
-def _load_average() -> float:
-    """Fallback without /proc/stat: the 1-minute load average, less this process's share
-    of it can not be told apart, so this counts our own threads too; 0.0 where none."""
+def _load_average(now: float) -> float:
+    """Fallback without /proc/stat: the 1-minute load average less this process's CPU
+    use since the last call (the average counts our own threads too, a minute late);
+    0.0 where there is none (Windows)."""
+    global _own_at
+    own = _own_seconds()
+    since, used = _own_at
+    _own_at = (now, own)
+    mine = (own - used) / (now - since) if now > since else 0.0
     try:
-        return os.getloadavg()[0]
+        return max(0.0, os.getloadavg()[0] - mine)
     except (AttributeError, OSError):
         return 0.0
 
@@ -260,7 +268,7 @@ def other_load(now: float | None = None) -> float:
         return _load[1]
     busy = _busy_seconds()
     if busy is None:
-        value = _load_average()
+        value = _load_average(now)
     else:
         reading = (now, busy, _own_seconds())
         if _counters is None or not LOAD_WINDOW <= now - _counters[0] <= LOAD_MAX_WINDOW:
