@@ -214,7 +214,8 @@ def test_other_load_is_busy_time_less_this_process_and_cached(monkeypatch):
 
     monkeypatch.setattr(threads, "_busy_seconds", busy)
     monkeypatch.setattr(threads, "_own_seconds", lambda: clock["own"])
-    monkeypatch.setattr(threads, "_counters", (0.0, 100.0, 10.0))
+    monkeypatch.setattr(threads, "_jobs_seconds", dict)
+    monkeypatch.setattr(threads, "_counters", (0.0, 100.0, 10.0, {}))
     # Over 1.5 s the cores were busy 2.7 s, 0.6 of them this process's: 1.4 cores others'.
     clock.update(busy=102.7, own=10.6)
     assert threads.other_load(now=1.5) == pytest.approx(1.4)
@@ -223,7 +224,7 @@ def test_other_load_is_busy_time_less_this_process_and_cached(monkeypatch):
     assert len(reads) == 1
     # This process alone busy: nothing is others'.
     clock.update(busy=201.0, own=11.6)
-    monkeypatch.setattr(threads, "_counters", (2.0, 200.0, 10.6))
+    monkeypatch.setattr(threads, "_counters", (2.0, 200.0, 10.6, {}))
     assert threads.other_load(now=3.0) == 0.0
 
 
@@ -232,10 +233,45 @@ def test_other_load_waits_a_short_window_when_no_recent_reading(monkeypatch):
     values = iter([50.0, 50.1])
     monkeypatch.setattr(threads, "_busy_seconds", lambda path=None: next(values))
     monkeypatch.setattr(threads, "_own_seconds", lambda: 1.0)
+    monkeypatch.setattr(threads, "_jobs_seconds", dict)
     monkeypatch.setattr(threads.time, "sleep", slept.append)
     monkeypatch.setattr(threads.time, "monotonic", lambda: 100.0 + sum(slept))
     assert threads.other_load() == pytest.approx(1.0)  # 0.1 s busy in a 0.1 s window
     assert slept == [threads.LOAD_WINDOW]
+
+
+def test_other_xlarank_jobs_are_not_counted_as_load(monkeypatch):
+    """They are shared with by `running_jobs`: counted as load too, a job starting beside
+    one that holds all cores would get a single thread."""
+    clock = {"busy": 100.0, "jobs": {4242: 50.0, 4343: 7.0}}
+    monkeypatch.setattr(threads, "_busy_seconds", lambda path=None: clock["busy"])
+    monkeypatch.setattr(threads, "_own_seconds", lambda: 0.0)
+    monkeypatch.setattr(threads, "_jobs_seconds", lambda: dict(clock["jobs"]))
+    monkeypatch.setattr(threads, "_counters", (0.0, 100.0, 0.0, {4242: 44.0}))
+    # Over 2 s: 14 busy seconds, 6 of them job 4242's; job 4343 started since (counted).
+    clock["busy"] = 114.0
+    assert threads.other_load(now=2.0) == pytest.approx(4.0)
+
+
+def test_jobs_cpu_seconds_are_read_from_proc(monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    if not os.path.exists(f"/proc/{os.getpid()}/stat"):
+        pytest.skip("no /proc here")
+    # Spins until it has used 0.3 CPU seconds, says so, then sleeps.
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", "import time\nwhile time.process_time() < 0.3: pass\n"
+         "print('spun', flush=True)\ntime.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert spinner.stdout.readline().strip() == "spun"
+        monkeypatch.setattr(threads, "_job_pids", lambda: [spinner.pid, os.getpid()])
+        found = threads._jobs_seconds()
+        assert set(found) == {spinner.pid} and 0.29 <= found[spinner.pid] <= 3
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def test_without_proc_the_load_average_is_used_and_without_it_nothing(monkeypatch, tmp_path):

@@ -45,8 +45,9 @@ LOAD_TTL = 1.0
 LOAD_WINDOW = 0.1
 LOAD_MAX_WINDOW = 2.0
 PROC_STAT = "/proc/stat"
-# (monotonic time, busy CPU seconds of our cores, this process's CPU seconds) when read.
-_counters: tuple[float, float, float] | None = None
+# (monotonic time, busy CPU seconds of our cores, this process's CPU seconds, the other
+# xlarank jobs' CPU seconds by pid) when read.
+_counters: tuple[float, float, float, dict[int, float]] | None = None
 # (monotonic time, cores busy with other programs) of the last sample.
 _load: tuple[float, float] | None = None
 # (monotonic time, this process's CPU seconds) at the last load-average sample.
@@ -158,14 +159,19 @@ def running_jobs() -> int:
     """The xlarank commands running now (this one included when registered): plain files
     named by the pid of a live process in `jobs_dir`. Those of processes that died
     without cleaning up are removed; anything else there is left alone and not counted."""
+    return len(_job_pids())
+
+
+def _job_pids() -> list[int]:
+    """The pids of `running_jobs`."""
     folder = jobs_dir()
     if folder is None:
-        return 0
+        return []
     try:
         entries = list(os.scandir(folder))
     except OSError:  # gone, or unreadable: no jobs seen
-        return 0
-    count = 0
+        return []
+    pids = []
     for entry in entries:
         if not _PID_NAME.fullmatch(entry.name) or int(entry.name) > _MAX_PID:
             continue
@@ -175,11 +181,11 @@ def running_jobs() -> int:
         except OSError:
             continue
         if _alive(int(entry.name)):
-            count += 1
+            pids.append(int(entry.name))
         else:
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
-    return count
+    return pids
 
 
 def _unregister(path: Path) -> None:
@@ -232,6 +238,21 @@ def _busy_seconds(path: str | None = None) -> float | None:
         return None
 
 
+def _jobs_seconds() -> dict[int, float]:
+    """CPU seconds of the other xlarank commands running (`running_jobs`), by pid, from
+    /proc/PID/stat; those that cannot be read are left out."""
+    found = {}
+    for pid in _job_pids():
+        if pid == os.getpid():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                # The command name, in parentheses, may hold spaces: fields follow its end.
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            found[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return found
+
+
 def _own_seconds() -> float:
     """CPU seconds of this process, all its threads (not its children)."""
     own = os.times()
@@ -255,7 +276,10 @@ def _load_average(now: float) -> float:
 
 def other_load(now: float | None = None) -> float:
     """Cores (of those this process may use) kept busy by other programs lately: busy
-    time from /proc/stat over a short window, less this process's own CPU time.
+    time from /proc/stat over a short window, less this process's own CPU time and that
+    of the other xlarank commands running (`running_jobs` shares the cores with those
+    already; counted twice, a command starting beside one that holds every core of a
+    big machine would take a single thread).
 
     A sample is reused for `LOAD_TTL` seconds, and the window runs from the previous
     reading when that is recent, so a loop of predicts pays nothing; otherwise it waits
@@ -270,13 +294,18 @@ def other_load(now: float | None = None) -> float:
     if busy is None:
         value = _load_average(now)
     else:
-        reading = (now, busy, _own_seconds())
+        reading = (now, busy, _own_seconds(), _jobs_seconds())
         if _counters is None or not LOAD_WINDOW <= now - _counters[0] <= LOAD_MAX_WINDOW:
             time.sleep(LOAD_WINDOW)
             _counters, now = reading, time.monotonic()
-            reading = (now, _busy_seconds() or busy, _own_seconds())
+            reading = (now, _busy_seconds() or busy, _own_seconds(), _jobs_seconds())
         window = reading[0] - _counters[0]
-        value = max(0.0, (reading[1] - _counters[1]) - (reading[2] - _counters[2])) / window
+        # A job that started within the window has no earlier reading: its time counts
+        # as another program's until the next sample.
+        jobs = sum(used - _counters[3][pid] for pid, used in reading[3].items()
+                   if pid in _counters[3])
+        value = max(0.0, (reading[1] - _counters[1]) - (reading[2] - _counters[2])
+                    - jobs) / window
         _counters = reading
     _load = (now, value)
     return value
