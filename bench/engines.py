@@ -21,6 +21,7 @@ alone and updates its entry in the --out file, the rest kept:
 
     python bench/engines.py DATA --frame FRAME --out bench/results/engines.json
     python bench/engines.py --only busy --frame FRAME [--busy-runs 10]
+    python bench/engines.py --only trainings --frame FRAME
 """
 
 from __future__ import annotations
@@ -181,8 +182,9 @@ def _print_busy(busy: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", nargs="?")
-    parser.add_argument("--only", choices=["busy"], help="Run only the busy-machine part "
-                        "and update its entry in --out.")
+    parser.add_argument("--only", choices=["busy", "trainings"], help="Run only the "
+                        "busy-machine part or the side-by-side trainings, and update its "
+                        "entry in --out.")
     parser.add_argument("--busy-runs", type=int, default=10)
     parser.add_argument("--alone-runs", type=int, default=5)
     parser.add_argument("--out", default="bench/results/engines.json")
@@ -191,12 +193,19 @@ def main() -> None:
                         "train.parquet", help="Training frame for the side-by-side trainings.")
     args = parser.parse_args()
     out = Path(args.out)
-    if args.only == "busy":
-        busy = busy_machine(Path(args.frame), args.busy_runs, args.alone_runs)
+    if args.only is not None:
+        if args.only == "busy":
+            key, part = "busy machine", busy_machine(Path(args.frame), args.busy_runs,
+                                                     args.alone_runs)
+        else:
+            key, part = "trainings", concurrent_trainings(Path(args.frame))
         old = json.loads(out.read_text()) if out.exists() else {}
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({**old, "busy machine": busy}, indent=2) + "\n")
-        _print_busy(busy)
+        out.write_text(json.dumps({**old, key: part}, indent=2) + "\n")
+        if args.only == "busy":
+            _print_busy(part)
+        else:
+            _print_trainings(part, args.frame)
         return
     if args.data is None:
         parser.error("DATA is needed unless --only busy")
@@ -222,12 +231,16 @@ def main() -> None:
     for name, r in results.items():
         print(f"{name}: {r['files']} files in {r['seconds']}s ({r['files_per_second']} files/s)")
     print("frames identical across engines:", identical)
-    print(f"xlarank train on {args.frame}: alone {trainings['alone_seconds']}s")
+    _print_trainings(trainings, args.frame)
+    _print_busy(busy)
+
+
+def _print_trainings(trainings: dict, frame: str) -> None:
+    print(f"xlarank train on {frame}: alone {trainings['alone_seconds']}s")
     for name in ("side by side", "side by side under make -j2"):
         r = trainings[name]
         print(f"  two {name}: {r['seconds']}s, ratio {r['ratio']} "
               f"({'within' if r['within_limit'] else 'OVER'} the {CONCURRENCY_LIMIT} limit)")
-    _print_busy(busy)
 
 
 if __name__ == "__main__":

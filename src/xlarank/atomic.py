@@ -236,7 +236,7 @@ def _write_faults(path: Path) -> Iterator[None]:
                  else f" at {exc.filename}")
         raise XlarankError(f"{path}: cannot write the output{where}: "
                            f"{os.strerror(code).lower()} ({errno.errorcode[code]}); nothing "
-                           "was written, an older one is kept") from None
+                           "was written, and any older one is kept") from None
 
 
 @contextmanager
