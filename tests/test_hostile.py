@@ -701,3 +701,380 @@ def test_spec_collections_must_be_collection_ids(tmp_path, value):
     path.write_text(f'features = "default"\ncollections = {value}\n')
     with pytest.raises(SpecError, match=r"collections must be a list of collection ids"):
         load_ranker_spec(path)
+
+
+# ---------------------------------------------------------------- no input is overwritten
+
+@pytest.fixture
+def inputs_of(models, tile_frames, tiny_data, spec_dir, repo_specs, tmp_path):
+    """Copies of every kind of input a command reads, in this test's folder."""
+    data = dataset_copy(tiny_data, tmp_path)
+    npz = sorted((data / "npz/tile/xla/test").glob("*.npz"))[0]
+    frame = tmp_path / "frame.parquet"
+    shutil.copyfile(tile_frames["default"], frame)
+    valid = tmp_path / "valid.parquet"
+    shutil.copyfile(tile_frames["default"], valid)
+    model = copy_model(models, "lightgbm", tmp_path)
+    measured = tmp_path / "measured.csv"
+    measured.write_text("config_index,runtime\n0,5\n1,7\n")
+    spec = tmp_path / "spec.toml"
+    shutil.copyfile(spec_dir / "lgbm.toml", spec)
+    features = tmp_path / "features.toml"
+    shutil.copyfile(repo_specs.features("default"), features)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "run.summary.json").write_text('{"run": "x"}\n')
+    return {"data": data, "npz": npz, "frame": frame, "valid": valid, "model": model,
+            "measured": measured, "spec": spec, "features": features, "reports": reports,
+            "summary": reports / "run.summary.json"}
+
+
+# Each writing command: its arguments with OUT for the output, the output's kind, the
+# file input the file-level aliases point at, and the folder input "inside" writes into.
+WRITERS = {
+    "score": (lambda i: ["score", i["npz"], "--models", i["model"], "--out", "OUT"],
+              "file", "npz", ("model", "card.json")),
+    "rank-graph": (lambda i: ["rank-graph", i["npz"], "--measured", i["measured"], "--prior",
+                              i["model"], "--out", "OUT"], "file", "measured",
+                   ("model", "card.json")),
+    "evaluate": (lambda i: ["evaluate", i["frame"], "--model", i["model"], "--out", "OUT"],
+                 "file", "frame", ("model", "card.json")),
+    "featurize": (lambda i: ["featurize", i["data"], "--spec", i["features"], "--collection",
+                             "tile-xla", "--split", "test", "--out", "OUT"], "file", "npz",
+                  ("data", "npz/tile/xla/test/new.npz")),
+    "gnn-train": (lambda i: ["gnn-train", i["data"], "--collection", "tile-xla", "--out",
+                             "OUT"], "file", "npz", ("data", "npz/tile/xla/train/w.npz")),
+    "submit": (lambda i: ["submit", i["data"], "--models", i["model"], "--out", "OUT"],
+               "file", "npz", ("model", "card.json")),
+    "compare": (lambda i: ["compare", i["reports"], "--out", "OUT"], "file", "summary",
+                ("reports", "new.summary.json")),
+    "tune": (lambda i: ["tune", i["frame"], i["valid"], "--spec", i["spec"], "--trials", "1",
+                        "--out", "OUT"], "file", "spec", None),
+    "tune --log": (lambda i: ["tune", i["frame"], i["valid"], "--spec", i["spec"],
+                              "--trials", "1", "--out", i["frame"].parent / "new.toml",
+                              "--log", "OUT"], "file", "valid", None),
+    "train": (lambda i: ["train", i["frame"], "--spec", i["spec"], "--valid", i["valid"],
+                         "--out", "OUT"], "dir", "valid", None),
+    "report": (lambda i: ["report", i["frame"], "--model", i["model"], "--out", "OUT"],
+               "dir", "frame", ("model", "report")),
+}
+ALIASES = ["same path", "through ..", "symlink", "hard link", "inside a folder input",
+           "folder holding an input"]
+
+
+def alias_cases():
+    for command, (_, kind, _, inside) in WRITERS.items():
+        for alias in ALIASES:
+            if alias == "inside a folder input" and inside is None:
+                continue
+            if alias == "folder holding an input" and kind != "dir":
+                continue
+            yield command, alias
+
+
+def contents(path: Path) -> dict:
+    """Every file's bytes under path (or path's own), to show nothing was changed."""
+    if path.is_dir():
+        return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
+                if p.is_file()}
+    return {"": path.read_bytes()}
+
+
+def aliased_output(alias: str, command: str, inputs: dict, tmp_path: Path):
+    """The output path for ``alias`` and the input it must leave alone."""
+    _, kind, target_key, inside = WRITERS[command]
+    target = inputs[target_key]
+    if alias == "same path":
+        return target, target
+    if alias == "through ..":
+        (target.parent / "sub").mkdir(exist_ok=True)
+        return target.parent / "sub" / ".." / target.name, target
+    if alias == "symlink":
+        link = tmp_path / "link"
+        link.symlink_to(target)
+        return link, target
+    if alias == "hard link":
+        link = tmp_path / "hardlink"
+        os.link(target, link)
+        return link, target
+    if alias == "inside a folder input":
+        folder, name = inside
+        return inputs[folder] / name, inputs[folder]
+    # A folder xlarank wrote before (its marker is there), now holding an input.
+    holder = tmp_path / "holder"
+    holder.mkdir()
+    (holder / ("card.json" if command == "train" else "index.html")).write_text("{}")
+    moved = holder / target.name
+    target.rename(moved)
+    inputs[target_key] = moved
+    return holder, holder
+
+
+@pytest.mark.parametrize("command, alias", list(alias_cases()))
+def test_no_command_overwrites_its_input(inputs_of, tmp_path, monkeypatch, command, alias):
+    out, protected = aliased_output(alias, command, inputs_of, tmp_path)
+    args = [out if a == "OUT" else a for a in WRITERS[command][0](inputs_of)]
+    before = contents(protected)
+    refuse_all_work(monkeypatch)
+    result = run(*args)
+    one_error_line(result, str(out))
+    assert contents(protected) == before
+    assert not list(protected.parent.glob(f".{protected.name}.*")), "no temporary left"
+
+
+def test_every_writing_command_is_checked_against_its_inputs():
+    """A command added later with an output option must join WRITERS (or this list)."""
+    import typer.main
+
+    group = typer.main.get_command(app)
+    writing = {name for name, command in group.commands.items()
+               if any(p.name.startswith("out") for p in command.params)}
+    assert writing == {c.split()[0] for c in WRITERS} | {"synth"}
+
+
+@pytest.mark.parametrize("reads, name, refused", [
+    (None, "anything.csv", True), ("*.summary.json", "summary.csv", False),
+    ("*.summary.json", "x.summary.json", True), ("*.npz", "deep/er/w.npz", True),
+])
+def test_check_outputs_inside_folder_inputs(tmp_path, reads, name, refused):
+    from xlarank.atomic import Input, check_outputs
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "kept.summary.json").write_text("{}")
+    out = folder / name
+    if refused:
+        with pytest.raises(XlarankError, match=re.escape(str(out))):
+            check_outputs([out], [Input(folder, reads)])
+    else:
+        assert check_outputs([out], [Input(folder, reads)]) == [out]
+
+
+def test_check_outputs_finds_a_hard_link_inside_a_folder_input(tmp_path):
+    from xlarank.atomic import Input, check_outputs
+
+    (tmp_path / "data" / "a").mkdir(parents=True)
+    (tmp_path / "data" / "a" / "g.npz").write_bytes(b"graph")
+    os.link(tmp_path / "data" / "a" / "g.npz", tmp_path / "out.npz")
+    with pytest.raises(XlarankError, match="g.npz by a hard link"):
+        check_outputs([tmp_path / "out.npz"], [Input(tmp_path / "data", "*.npz")])
+
+
+def test_check_outputs_refuses_two_outputs_on_one_file_and_passes_plain_ones(tmp_path):
+    from xlarank.atomic import Output, check_outputs
+
+    (tmp_path / "in.csv").write_text("x")
+    with pytest.raises(XlarankError, match="given for two outputs"):
+        check_outputs([tmp_path / "a.csv", tmp_path / "sub" / ".." / "a.csv"])
+    assert check_outputs([tmp_path / "a.csv", Output(tmp_path / "m", "dir")],
+                         [tmp_path / "in.csv", None, tmp_path / "missing"]) == [
+        tmp_path / "a.csv", tmp_path / "m"]
+
+
+# ---------------------------------------------------------------- concurrent runs on one output
+
+@pytest.mark.parametrize("kind", ["file", "dir"])
+def test_a_live_writers_temporary_survives_another_runs_cleanup(tmp_path, kind):
+    """The cause of train's and score's FileNotFoundError: the first run to finish deleted
+    the other's temporary as a killed run's leftover."""
+    import threading
+
+    out = tmp_path / "out"
+    writing, finished = threading.Event(), threading.Event()
+    errors = []
+
+    def slow_writer():
+        try:
+            with (atomic_path(out) if kind == "file" else atomic_dir(out)) as tmp:
+                target = tmp if kind == "file" else tmp / "card.json"
+                target.write_text("first")
+                writing.set()
+                assert finished.wait(10)
+            # leaving renames the temporary: FileNotFoundError before the fix
+        except BaseException as exc:  # reported to the test below
+            errors.append(exc)
+
+    thread = threading.Thread(target=slow_writer)
+    thread.start()
+    assert writing.wait(10)
+    if kind == "file":
+        write_text_atomic(out, "second")
+    else:
+        with atomic_dir(out) as tmp:
+            (tmp / "card.json").write_text("second")
+    finished.set()
+    thread.join(10)
+    assert errors == []
+    written = out if kind == "file" else out / "card.json"
+    assert written.read_text() == "first"
+    assert not list(tmp_path.glob(".out.*"))
+
+
+def test_leftovers_of_dead_writers_go_and_of_live_ones_stay(tmp_path):
+    from xlarank.atomic import remove_leftovers
+
+    out = tmp_path / "s.csv"
+    live = tmp_path / f".s.csv.{os.getpid()}-abc.part"
+    dead = tmp_path / f".s.csv.{_dead_child_pid()}-abc.part"
+    legacy = tmp_path / ".s.csv.k1l2m3.part"
+    huge = tmp_path / ".s.csv.99999999999-x.part"
+    for path in (live, dead, legacy, huge):
+        path.write_text("half")
+    remove_leftovers(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name]
+
+
+def _dead_child_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+@pytest.fixture
+def racing_outputs(inputs_of):
+    """Each locking command's arguments, with OUT where its output goes."""
+    i = inputs_of
+    return {
+        "train": ["train", i["frame"], "--spec", i["spec"], "--out", "OUT"],
+        "score": ["score", i["npz"], "--models", i["model"], "--out", "OUT"],
+        "evaluate": ["evaluate", i["frame"], "--model", i["model"], "--out", "OUT"],
+        "rank-graph": ["rank-graph", i["npz"], "--measured", i["measured"], "--out", "OUT"],
+        "tune": ["tune", i["frame"], i["valid"], "--spec", i["spec"], "--trials", "1",
+                 "--out", "OUT"],
+        "report": ["report", i["frame"], "--model", i["model"], "--out", "OUT"],
+        "submit": ["submit", i["data"], "--models", i["model"], "--out", "OUT"],
+    }
+
+
+@pytest.mark.parametrize("command", ["train", "score", "evaluate", "rank-graph", "tune",
+                                     "report", "submit"])
+def test_a_second_run_on_one_output_fails_at_once(racing_outputs, tmp_path, monkeypatch,
+                                                  command):
+    import time
+
+    out = tmp_path / "racing-out"
+    args = [out if a == "OUT" else a for a in racing_outputs[command]]
+    refuse_all_work(monkeypatch)
+    monkeypatch.setattr("xlarank.systems.rank_graph_with", refuse_work)
+    monkeypatch.setattr("xlarank.rank.tune.tune_spec", refuse_work)
+    started = time.perf_counter()
+    with output_lock(out):
+        one_error_line(run(*args), str(out), "another xlarank run")
+    assert time.perf_counter() - started < 20
+    assert not out.exists() and not list(tmp_path.glob(".racing-out.*"))
+
+
+@pytest.mark.parametrize("command", ["train", "score"])
+def test_two_runs_racing_on_one_output_never_crash(inputs_of, tmp_path, command):
+    """The issue's repro, in threads: each run writes the output whole or says another
+    run holds it; none dies on the other's cleanup."""
+    from xlarank.rank.train_specs import train_from_specs
+
+    out = tmp_path / ("model" if command == "train" else "scores.csv")
+
+    def one_run(_):
+        try:
+            if command == "train":
+                train_from_specs(inputs_of["frame"], [inputs_of["spec"]], out)
+            else:
+                score_files([inputs_of["npz"]], inputs_of["model"], out)
+            return "wrote"
+        except XlarankError as exc:
+            assert "another xlarank run" in str(exc)
+            return "refused"
+
+    for _ in range(3):
+        with ThreadPoolExecutor(2) as pool:
+            outcomes = list(pool.map(one_run, range(2)))
+        assert "wrote" in outcomes
+        if command == "train":
+            assert len(load_model(out).predict(read_frame(inputs_of["frame"])[0])) > 0
+        else:
+            assert list(pd.read_csv(out).columns)[:2] == ["file", "collection"]
+        assert not [p for p in tmp_path.glob(f".{out.name}*")], "nothing half-written left"
+
+
+# ---------------------------------------------------------------- a full disk
+
+def full_disk(monkeypatch, where: str, code: int = 28):
+    """Make ``where`` (a writer) write half its file, then fail as a full disk does."""
+    import errno as errnos
+
+    def write_half_then_fail(*args, **kwargs):
+        target = next((a for a in (*args, *kwargs.values())
+                       if isinstance(a, (str, Path)) and ".part" in str(a)), None)
+        if target is not None:
+            target = Path(target) / "card.json" if Path(target).is_dir() else Path(target)
+            target.write_text("half")
+        raise OSError(code, os.strerror(code) if code != 28 else "No space left on device",
+                      *([str(target)] if target is not None else []))
+
+    assert code in (errnos.ENOSPC, errnos.EDQUOT, errnos.EROFS, errnos.EACCES)
+    monkeypatch.setattr(where, write_half_then_fail)
+
+
+# The writer each command ends in, as the issue's tracebacks show.
+DISK_WRITERS = {
+    "featurize": "pyarrow.parquet.write_table",
+    "train": "xlarank.rank.ranker.write_card",
+    "score": "pandas.DataFrame.to_csv",
+    "rank-graph": "pandas.DataFrame.to_csv",
+    "evaluate": "pandas.DataFrame.to_csv",
+}
+
+
+@pytest.mark.parametrize("code", [28, 122, 30, 13])  # ENOSPC EDQUOT EROFS EACCES
+@pytest.mark.parametrize("command", list(DISK_WRITERS))
+def test_a_full_disk_is_one_error_line_and_nothing_half_written(inputs_of, tmp_path,
+                                                                 monkeypatch, command, code):
+    args_of = {
+        "featurize": ["featurize", inputs_of["data"], "--spec", inputs_of["features"],
+                      "--collection", "tile-xla", "--split", "test", "--out", "OUT"],
+        "train": ["train", inputs_of["frame"], "--spec", inputs_of["spec"], "--out", "OUT"],
+        "score": ["score", inputs_of["npz"], "--models", inputs_of["model"], "--out", "OUT"],
+        "rank-graph": ["rank-graph", inputs_of["npz"], "--measured", inputs_of["measured"],
+                       "--out", "OUT"],
+        "evaluate": ["evaluate", inputs_of["frame"], "--model", inputs_of["model"], "--out",
+                     "OUT"],
+    }
+    folder = tmp_path / "outputs"
+    folder.mkdir()
+    out = folder / ("model" if command == "train" else "out")
+    if command == "train":  # an older model, which must survive
+        shutil.copytree(inputs_of["model"], out)
+    else:
+        out.write_text("older output")
+    before = contents(out)
+    full_disk(monkeypatch, DISK_WRITERS[command], code)
+    result = run(*[out if a == "OUT" else a for a in args_of[command]])
+    # featurize fails writing a part of the frame, beside it, and names that file
+    named = str(folder / ".out.parts") if command == "featurize" else str(out)
+    one_error_line(result, named, os.strerror(code).lower() if code != 28
+                   else "no space left on device", errno_name(code))
+    assert "Traceback" not in result.output
+    assert contents(out) == before
+    left = sorted(p.name for p in folder.iterdir())
+    assert left == sorted([out.name, *([".out.parts"] if command == "featurize" else [])])
+    if command == "featurize":
+        assert not list((folder / ".out.parts").glob("*.parquet"))
+
+
+def errno_name(code: int) -> str:
+    import errno as errnos
+
+    return errnos.errorcode[code]
+
+
+def test_write_faults_without_an_errno_are_read_from_the_message(tmp_path):
+    """pyarrow raises OSError('... No space left on device') with no errno."""
+    out = tmp_path / "f.csv"
+    with pytest.raises(XlarankError, match=r"f\.csv: cannot write the output: no space left "
+                       r"on device \(ENOSPC\)"), atomic_path(out) as tmp:
+        tmp.write_text("half")
+        raise OSError("IOError: failed writing: No space left on device")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(OSError, match="Connection reset"), atomic_path(out):
+        raise OSError(104, "Connection reset by peer")

@@ -1,7 +1,10 @@
 """Writing outputs so that a killed run never leaves a partial file that looks complete.
 
-Every output goes through here: `check_output` refuses a path that cannot or must not be
-written (called by each command before its work, and again at the write), `atomic_path`
+Every output goes through here: `check_outputs`, called by each command before its work
+with the command's inputs, refuses an output that is one of them or lies inside one (or
+would replace a folder holding one), and passes each output to `check_output`, which
+refuses a path that cannot or must not be written (and is called again at the write);
+`atomic_path`
 and `atomic_dir` write beside the target and rename, with the modes the umask asks for,
 and `output_lock` keeps two runs off one output.
 """
@@ -11,13 +14,18 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import fnmatch
+import functools
 import glob
+import inspect
 import os
+import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -81,6 +89,106 @@ def check_output(path: str | Path, kind: Literal["file", "dir"] = "file",
     return path
 
 
+@dataclass(frozen=True)
+class Output:
+    """What a command writes: a ``kind`` path, and for a folder replaced whole the file
+    that marks it as xlarank's (`check_output`)."""
+
+    path: Path
+    kind: Literal["file", "dir"] = "file"
+    marker: str | None = None
+
+
+@dataclass(frozen=True)
+class Input:
+    """What a command reads. A folder is read whole (a model) unless ``reads`` names the
+    files it is searched for (a glob such as ``*.npz``): then new files of other names
+    may go inside it (reports/summary.csv beside the summaries it lists)."""
+
+    path: Path
+    reads: str | None = None
+
+
+def _real(path: Path) -> Path:
+    # Follows every link and .. of what exists; the rest is kept as given.
+    return Path(os.path.realpath(path))
+
+
+def _same_file_inside(target: os.stat_result, folder: Path, reads: str | None) -> Path | None:
+    """A file under ``folder`` (of the names ``reads`` matches) that is ``target``'s inode."""
+    for root, _, names in os.walk(folder):
+        for name in names:
+            if reads is not None and not fnmatch.fnmatch(name, reads):
+                continue
+            with contextlib.suppress(OSError):
+                found = os.stat(os.path.join(root, name))
+                if (found.st_dev, found.st_ino) == (target.st_dev, target.st_ino):
+                    return Path(root) / name
+    return None
+
+
+def _aliases(output: Output, source: Input) -> str | None:
+    """Why writing ``output`` would change the input ``source``; None if it would not."""
+    out, given = Path(output.path), Path(source.path)
+    try:
+        real_out, real_in = _real(out), _real(given)
+        in_info = os.stat(real_in)
+    except (OSError, ValueError):  # an input that is not there fails when it is read
+        return None
+    try:
+        out_info = os.stat(out)
+    except (OSError, ValueError):
+        out_info = None
+    if real_out == real_in or (out_info is not None and os.path.samestat(out_info, in_info)):
+        how = ("" if out == given else " by a hard link" if real_out != real_in
+               else " (through a link or ..)")
+        return f"output is the input {given}{how}; it would be replaced: give another path"
+    if stat.S_ISDIR(in_info.st_mode) and real_out.is_relative_to(real_in):
+        if source.reads is None:
+            return (f"output lies inside the input {given}, which it would change: give a "
+                    "path outside it")
+        if fnmatch.fnmatch(real_out.name, source.reads):
+            return (f"output lies inside the input {given} and is named like the "
+                    f"{source.reads} files read from it: give another path")
+    if (output.kind == "dir" and real_in != real_out and real_in.is_relative_to(real_out)
+            and os.path.lexists(real_out)):
+        return (f"output folder holds the input {given} and would be replaced whole: "
+                "give another folder")
+    if (out_info is not None and out_info.st_nlink > 1 and stat.S_ISDIR(in_info.st_mode)
+            and stat.S_ISREG(out_info.st_mode)):
+        linked = _same_file_inside(out_info, real_in, source.reads)
+        if linked is not None:
+            return f"output is the input {linked} by a hard link; give another path"
+    return None
+
+
+def check_outputs(outputs: Sequence[Output | Path],
+                  inputs: Iterable[Input | Path | None] = ()) -> list[Path]:
+    """The outputs' paths, if a command reading ``inputs`` may write every one of them;
+    XlarankError naming the output otherwise. Called by each command before its work.
+
+    An output must not be an input (the same path, or the same file by a link, .. or a
+    hard link), lie inside a folder input (for a searched folder: be named like the files
+    searched for), or be a folder that holds an input and would be replaced whole; no
+    two outputs may be one file; and each must pass `check_output`. A plain Path is a
+    file output or a whole input; None inputs (options not given) are skipped.
+    """
+    wanted = [o if isinstance(o, Output) else Output(Path(o)) for o in outputs]
+    sources = [i if isinstance(i, Input) else Input(Path(i)) for i in inputs if i is not None]
+    for output in wanted:
+        for source in sources:
+            why = _aliases(output, source)
+            if why is not None:
+                raise XlarankError(f"{output.path}: {why}")
+    paths = [check_output(o.path, o.kind, o.marker) for o in wanted]
+    for i, path in enumerate(paths):
+        for other in paths[:i]:
+            if _real(path) == _real(other):
+                raise XlarankError(f"{path}: given for two outputs (also as {other}); give "
+                                   "each its own path")
+    return paths
+
+
 def _umask() -> int:
     """The process's umask: from /proc on Linux (reading it leaves it alone), else by
     setting it and setting it back at once, the only portable way."""
@@ -93,6 +201,44 @@ def _umask() -> int:
     return mask
 
 
+# Faults of the place written to, not of xlarank: a full disk or quota, a read-only or
+# forbidden place, a file larger than the file system takes.
+_WRITE_FAULTS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG,
+                 *([errno.EDQUOT] if hasattr(errno, "EDQUOT") else [])}
+
+
+def _write_fault(exc: OSError) -> int | None:
+    """The errno of a write fault (`_WRITE_FAULTS`), else None. pyarrow's OSError holds
+    only the system's message, not its errno."""
+    if exc.errno in _WRITE_FAULTS:
+        return exc.errno
+    if exc.errno is None:
+        text = str(exc).lower()
+        for code in _WRITE_FAULTS:
+            if os.strerror(code).lower() in text:
+                return code
+    return None
+
+
+@contextmanager
+def _write_faults(path: Path) -> Iterator[None]:
+    """Turn a write fault while ``path`` is written into XlarankError naming the file and
+    the fault (the callers have removed what was half written)."""
+    try:
+        yield
+    except OSError as exc:
+        code = _write_fault(exc)
+        if code is None:
+            raise
+        # The temporaries beside the output are gone: only a file elsewhere is named.
+        where = ("" if not isinstance(exc.filename, (str, bytes, os.PathLike))
+                 or Path(os.fsdecode(exc.filename)).is_relative_to(path.parent)
+                 else f" at {exc.filename}")
+        raise XlarankError(f"{path}: cannot write the output{where}: "
+                           f"{os.strerror(code).lower()} ({errno.errorcode[code]}); nothing "
+                           "was written, and any older one is kept") from None
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it is renamed to ``path``.
@@ -101,30 +247,55 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     file gets the mode a plain open() would (0666 less the umask), not mkstemp's 0600.
     """
     path = check_output(path, "file")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    os.close(fd)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())
-        yield Path(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with _write_faults(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".part", dir=path.parent)
+        os.close(fd)
+        try:
+            os.chmod(tmp, 0o666 & ~_umask())
+            yield Path(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     remove_leftovers(path)
+
+
+def _temp_prefix(path: Path) -> str:
+    # The writer's pid in the name tells `remove_leftovers` whose temporary it is.
+    return f".{path.name}.{os.getpid()}-"
+
+
+def _writer_alive(leftover: Path, path: Path) -> bool:
+    """Whether the run that made ``leftover`` (named by `_temp_prefix`) still runs; names
+    of older xlarank versions, with no pid, are a killed run's."""
+    found = re.match(rf"\.{re.escape(path.name)}\.([0-9]{{1,7}})-", leftover.name)
+    if found is None:
+        return False
+    try:
+        os.kill(int(found.group(1)), 0)
+    except PermissionError:  # another user's live process
+        return True
+    except (OSError, OverflowError):
+        return False
+    return True
 
 
 def remove_leftovers(path: Path) -> None:
     """Delete the temporary files and folders of ``path`` that a killed run left behind
-    (no cleanup runs on SIGKILL): ``.NAME.*.part`` and ``.NAME.*.old``. Two runs writing
-    the same output at once would delete each other's; `output_lock` keeps them apart
-    where that can happen."""
+    (no cleanup runs on SIGKILL): ``.NAME.*.part`` and ``.NAME.*.old`` whose writer is
+    gone. A live writer's are kept: deleting them made a second run on the same output
+    die with FileNotFoundError."""
     for suffix in ("part", "old"):
         for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.{suffix}"):
+            if _writer_alive(leftover, path):
+                continue
             if leftover.is_dir() and not leftover.is_symlink():
                 shutil.rmtree(leftover, ignore_errors=True)
             else:
-                leftover.unlink(missing_ok=True)
+                # The output is written: a leftover that cannot go is no failure of it.
+                with contextlib.suppress(OSError):
+                    leftover.unlink(missing_ok=True)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -141,21 +312,31 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     umask, not mkdtemp's 0700.
     """
     path = check_output(path, "dir")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~_umask())
-        yield tmp
+    with _write_faults(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".part",
+                                    dir=path.parent))
         old = None
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, old / path.name)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        try:
+            os.chmod(tmp, 0o777 & ~_umask())
+            yield tmp
+            if path.exists():
+                old = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".old",
+                                            dir=path.parent))
+                os.replace(path, old / path.name)
+            os.replace(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if old is not None:  # put the old folder back, if it was moved aside
+                with contextlib.suppress(OSError):
+                    if not path.exists():
+                        os.replace(old / path.name, path)
+                    old.rmdir()
+            raise
+    if old is not None:
+        # The new folder is in place: a failure to delete the old is the next run's to
+        # clean up (`remove_leftovers`), not this one's to fail on.
+        shutil.rmtree(old, ignore_errors=True)
     remove_leftovers(path)
 
 
@@ -166,9 +347,13 @@ def output_lock(path: str | Path) -> Iterator[None]:
     files. The kernel drops the lock of a killed run; the lock file goes at the end."""
     path = Path(path)
     lock = path.parent / f".{path.name}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise XlarankError(f"{path}: cannot lock the output: {lock} "
+                               f"({exc.strerror})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -189,3 +374,22 @@ def output_lock(path: str | Path) -> Iterator[None]:
         # Removed while still held, so a waiting run can never lock the old file unseen.
         lock.unlink(missing_ok=True)
         os.close(fd)
+
+
+def locks_outputs(*names: str) -> Callable[[Callable], Callable]:
+    """Decorate a function that writes the outputs its arguments ``names`` give: it runs
+    holding `output_lock` on each (those not None), so a second run on one output fails
+    at once instead of racing the first."""
+    def decorate(fn: Callable) -> Callable:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def locked(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            with contextlib.ExitStack() as held:
+                for name in names:
+                    if bound.arguments.get(name) is not None:
+                        held.enter_context(output_lock(bound.arguments[name]))
+                return fn(*args, **kwargs)
+        return locked
+    return decorate

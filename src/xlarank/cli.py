@@ -7,7 +7,9 @@ train, evaluate, compare, tune and report each call one library function
 functions, after listing the files a progress bar counts; featurize resolves its spec
 and plans its frames (`resolve_feature_spec`, `frame_jobs`), then featurizes each with its
 own progress bar. Progress goes to stderr, results to stdout, and
-every `XlarankError` becomes one ``error:`` line on stderr and exit code 2. The root
+every `XlarankError` becomes one ``error:`` line on stderr and exit code 2. Every command
+that writes passes its outputs and inputs to `check_outputs` first, before any work, so
+no input is ever overwritten. The root
 ``--verbose`` flag travels in the typer context (``ctx.obj``), not in module state.
 """
 
@@ -27,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from xlarank import __version__
-from xlarank.atomic import check_output
+from xlarank.atomic import Input, Output, check_outputs
 from xlarank.data.collections import get_collection, split_files
 from xlarank.errors import XlarankError, XlarankWarning
 from xlarank.threads import use_threads
@@ -83,6 +85,15 @@ def _progress(label: str, total: int) -> Iterator[Callable[..., None]]:
     finally:
         if bar.live.is_started:
             bar.stop()
+
+
+def _named_files(names: Iterable[str | None]) -> list[Path]:
+    """The options that name a file or a packaged spec (or 'random:SEED'): those naming
+    a file, as inputs for `check_outputs`."""
+    return [Path(n) for n in names if n and not n.startswith("random:") and Path(n).exists()]
+
+
+NPZ = "*.npz"
 
 
 def _show_skipped(lines: Iterable[str]) -> None:
@@ -142,6 +153,7 @@ def synth(
     from xlarank.data.synth import PRESETS, synth_dataset, synth_file_count
 
     with _user_errors():
+        check_outputs([Output(out_dir, "dir")])
         if preset not in PRESETS:
             raise XlarankError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
         with _progress("synth", synth_file_count(preset)) as tick:
@@ -210,6 +222,8 @@ def featurize(
         use_threads(threads)
         feature_spec = resolve_feature_spec(spec, embedding, gnn_weights, gru_weights)
         jobs = frame_jobs(data, feature_spec, collection, split, out, out_dir)
+        check_outputs([job.out for job in jobs],
+                      [Input(data, NPZ), *_named_files([spec, gnn_weights, gru_weights])])
         with engine_client(engine, scheduler, workers) as client:
             for job in jobs:
                 with _progress(f"{job.collection.slug}/{job.split}", len(job.files)) as tick:
@@ -247,7 +261,7 @@ def gnn_train(
     from xlarank.features.embedding import save_weights
 
     with _user_errors():
-        check_output(out)
+        check_outputs([out], [Input(data, NPZ)])
         if embedding not in ("gnn", "gru"):
             raise XlarankError(f"--embedding {embedding!r}: the embeddings are 'gnn', 'gru'")
         chosen = get_collection(collection)
@@ -299,9 +313,12 @@ def train(
     an ensemble: one booster per spec and seed, scores min-max normalized per
     graph and averaged. The local engine trains in this process, on --threads.
     """
+    from xlarank.rank.ranker import CARD_FILE
     from xlarank.rank.train_specs import train_from_specs
 
     with _user_errors():
+        check_outputs([Output(out_dir, "dir", CARD_FILE)],
+                      [frame, valid, *_named_files(spec or [])])
         use_threads(threads)
         trained = train_from_specs(frame, spec or [], out_dir,
                                    _parse_seeds(seeds) if seeds else None, valid, threads,
@@ -338,9 +355,11 @@ def evaluate(
     threads: ThreadsOption = 0,
 ) -> None:
     """Per-graph and mean metrics: Kendall tau and OPA (layout), slowdown@K (tile)."""
-    from xlarank.score import evaluate_model
+    from xlarank.score import SUMMARY_SUFFIX, evaluate_model
 
     with _user_errors():
+        check_outputs([out_csv, out_csv.with_suffix(SUMMARY_SUFFIX)] if out_csv else [],
+                      [frame, model, eval_indices])
         use_threads(threads)
         if (model is None) == (not random_order):
             raise XlarankError("give exactly one of --model DIR or --random")
@@ -358,9 +377,10 @@ def compare(
     out_csv: Annotated[Path | None, typer.Option("--out", help="Table as CSV.")] = None,
 ) -> None:
     """Table of each collection's headline metric across runs (models, random, baseline)."""
-    from xlarank.evaluate import HEADLINE_LABELS, compare_runs
+    from xlarank.evaluate import HEADLINE_LABELS, SUMMARY_SUFFIX, compare_runs
 
     with _user_errors():
+        check_outputs([out_csv] if out_csv else [], [Input(reports, "*" + SUMMARY_SUFFIX)])
         wide = compare_runs(reports, out_csv)
     _show_table("headline metric per collection (higher is better)",
                 [("collection", "left"), ("metric", "left"),
@@ -389,6 +409,8 @@ def tune(
     from xlarank.rank.tune import tune_spec_file
 
     with _user_errors(), _progress("tune", trials) as tick:
+        check_outputs([out, *([log] if log else [])],
+                      [train_frame, valid_frame, *_named_files([spec])])
         use_threads(threads)
         tuned = tune_spec_file(train_frame, valid_frame, spec, out, trials, seed, max_minutes,
                                log, on_trial=lambda number, value: tick())
@@ -414,11 +436,13 @@ def report(
 ) -> None:
     """HTML page with PNG plots and a metrics CSV: per-graph metric, rank scatter, feature
     importance, learning curve, next to the peers."""
-    from xlarank.report import report_from_paths
+    from xlarank.report import REPORT_PAGE, report_from_paths
 
     with _user_errors():
-        use_threads(threads)
         models = [(name, Path(path)) for name, _, path in (m.rpartition("=") for m in model)]
+        check_outputs([Output(out_dir, "dir", REPORT_PAGE)],
+                      [frame, train_frame, *(path for _, path in models)])
+        use_threads(threads)
         meta = report_from_paths(frame, models, out_dir, train_frame, seed,
                                  status=err_console.status)
     console.print(f"report on {meta.collection} {meta.split} -> {out_dir / 'index.html'}")
@@ -445,6 +469,7 @@ def score(
     from xlarank.score import npz_inputs, score_files
 
     with _user_errors():
+        check_outputs([out_csv], [models, *(Input(path, NPZ) for path in inputs)])
         use_threads(threads)
         files = npz_inputs(inputs)
         chosen = get_collection(collection) if collection else None
@@ -476,17 +501,18 @@ def rank_graph(
 ) -> None:
     """Rank all configs of one graph from the runtimes of some: rank, config_index, score,
     measured, runtime. Repeats of a config index are combined by their median."""
-    from xlarank.atomic import atomic_path
+    from xlarank.atomic import atomic_path, output_lock
     from xlarank.rank.ingraph import read_measured
     from xlarank.systems import rank_graph_with
 
     with _user_errors():
+        check_outputs([out_csv], [graph, measured, prior])
         use_threads(threads)
-        check_output(out_csv)
-        ranked = rank_graph_with(system, graph, read_measured(measured), seed=seed,
-                                 prior=prior)
-        with atomic_path(out_csv) as tmp:
-            ranked.to_csv(tmp, index=False)
+        with output_lock(out_csv):
+            ranked = rank_graph_with(system, graph, read_measured(measured), seed=seed,
+                                     prior=prior)
+            with atomic_path(out_csv) as tmp:
+                ranked.to_csv(tmp, index=False)
     console.print(f"ranked {len(ranked)} configs ({int(ranked['measured'].sum())} measured) "
                   f"-> {out_csv}")
 
@@ -503,6 +529,7 @@ def submit(
     from xlarank.score import load_rankers, submission_files, write_submission
 
     with _user_errors():
+        check_outputs([out_csv], [Input(data, NPZ), models])
         use_threads(threads)
         rankers = load_rankers(models)
         with _progress("submit", len(submission_files(data))) as tick:

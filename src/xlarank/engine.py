@@ -83,7 +83,9 @@ def map_ordered(fn: Callable[[T], R], items: Iterable[T], workers: int = 1,
                 on_done(item)
             yield result
         return
-    pool = _local_pool(workers, max(1, chosen_threads() // workers))
+    # Sized without other programs' load: it moves from second to second, and each new
+    # size would start a new pool (about a second of process starts).
+    pool = _local_pool(workers, max(1, chosen_threads(load=False) // workers))
     futures = [pool.submit(fn, item) for item in items]
     try:
         for item, future in zip(items, futures):

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from xlarank.atomic import atomic_dir, check_output
+from xlarank.atomic import atomic_dir, check_output, locks_outputs
 from xlarank.data.collections import get_collection
 from xlarank.evaluate import (
     default_layout_scores,
@@ -91,6 +91,7 @@ def write_report(inputs: ReportInputs, out_dir: str | Path, scatter_graphs: int 
     return out_dir
 
 
+@locks_outputs("out_dir")
 def report_from_paths(frame_path: str | Path, models: list[tuple[str, str | Path]],
                       out_dir: str | Path, train_path: str | Path | None = None, seed: int = 0,
                       status: Callable[[str], AbstractContextManager] = contextlib.nullcontext

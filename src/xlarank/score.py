@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from xlarank.atomic import atomic_path, check_output, write_text_atomic
+from xlarank.atomic import atomic_path, check_output, locks_outputs, write_text_atomic
 from xlarank.data.collections import COLLECTIONS, Collection, get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.engine import map_ordered
@@ -122,6 +122,7 @@ def score_file(job: ScoreJob) -> tuple[pd.DataFrame | None, str | None]:
         "score": score[keep]}), None
 
 
+@locks_outputs("out")
 def score_files(paths: Iterable[str | Path], models: str | Path, out: str | Path,
                 collection: Collection | None = None, top: int | None = None,
                 skip_bad: bool = False, on_file: Callable[[Path], None] | None = None,
@@ -156,6 +157,7 @@ def submission_files(data_root: str | Path) -> list[Path]:
     return [p for c in COLLECTIONS for p in split_files(Path(data_root), c, "test")]
 
 
+@locks_outputs("out")
 def write_submission(data_root: str | Path, rankers: dict[str, Model], out: str | Path,
                      on_file: Callable[[Path], None] | None = None) -> int:
     """The competition CSV ``ID,TopConfigs`` for the test split of every collection.
@@ -214,6 +216,7 @@ class Evaluation:
     record: dict
 
 
+@locks_outputs("out")
 def evaluate_model(frame_path: str | Path, model_dir: str | Path | None, seed: int = 0,
                    eval_indices: str | Path | None = None, name: str | None = None,
                    out: str | Path | None = None) -> Evaluation:

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlarank.atomic import check_output
+from xlarank.atomic import check_output, locks_outputs
 from xlarank.data.collections import get_collection
 from xlarank.distributed import engine_client, train_ranker_dask
 from xlarank.errors import XlarankError
@@ -38,6 +38,7 @@ class Trained:
     collection: str
 
 
+@locks_outputs("out_dir")
 def train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
                      out_dir: str | Path, seeds: Sequence[int] | None = None,
                      valid_path: str | Path | None = None, threads: int = 0,

@@ -22,7 +22,7 @@ import pandas as pd
 from sklearn.model_selection import ParameterSampler
 
 from xlarank import specs
-from xlarank.atomic import atomic_path, check_output, write_text_atomic
+from xlarank.atomic import atomic_path, check_output, locks_outputs, write_text_atomic
 from xlarank.data.collections import get_collection
 from xlarank.errors import XlarankError
 from xlarank.evaluate import headline, headline_metric
@@ -106,6 +106,7 @@ class Tuned:
         return table[["trial", self.metric, "train_seconds"]].assign(changes=changes)
 
 
+@locks_outputs("out", "log")
 def tune_spec_file(train_path: str | Path, valid_path: str | Path, spec_path: str | Path,
                    out: str | Path, trials: int, seed: int = 0,
                    max_minutes: float | None = None, log: str | Path | None = None,
