@@ -5,6 +5,7 @@ synthetic trees, in-graph ranking of the real unet3d, save/load and seeding."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pandas as pd
@@ -132,14 +133,22 @@ def settings(kind):
     return OFFICIAL[kind]
 
 
-def forward(kind, params, items, n_graphs, n_configs, keep_nodes=0, seed=0):
+@functools.cache
+def jitted_forward(kind):
+    import jax
+
     from xlarank.systems.tpugraphs_gnn import layout_forward, tile_forward
 
+    fn = layout_forward if kind == "layout" else tile_forward
+    return jax.jit(fn, static_argnums=(2, 3, 4))
+
+
+def forward(kind, params, items, n_graphs, n_configs, keep_nodes=0, seed=0):
     a, segmented = union_batch(items, n_graphs, n_configs, kind, keep_nodes,
                                np.random.default_rng(seed))
     s = settings(kind)
-    fn = layout_forward if kind == "layout" else tile_forward
-    return fn(params, a, s["gnn_layers"], s["mlp_layers"], segmented), a, segmented
+    out = jitted_forward(kind)(params, a, s["gnn_layers"], s["mlp_layers"], segmented)
+    return out, a, segmented
 
 
 # -- loss, clipping, adjacency ----------------------------------------------------------
@@ -255,10 +264,11 @@ def test_segment_pass_keeps_forward_values_and_bounds_gradients(jnp):
     inside = 7 if a_seg["seg_node"][0] else 9
     outside = 16 - inside
     arch = ("layout", s["gnn_layers"], s["mlp_layers"], 1.0, 0.0, True)
-    grads = jax.grad(lambda p: _objective(p, a_seg, arch)[1])(params)
+    grads = jax.jit(jax.grad(lambda p: _objective(p, a_seg, arch)[1]))(params)
     emb = np.asarray(grads["op_embedding"])
     assert np.abs(emb[inside]).sum() > 0 and np.abs(emb[outside]).sum() == 0
-    full_grads = jax.grad(lambda p: _objective(p, a_full, arch[:5] + (False,))[1])(params)
+    full_grads = jax.jit(jax.grad(lambda p: _objective(p, a_full, arch[:5] + (False,))[1]))(
+        params)
     assert np.abs(np.asarray(full_grads["op_embedding"])[outside]).sum() > 0
 
 
@@ -277,12 +287,12 @@ def test_skewed_sampling_favours_fast_configs():
 @pytest.mark.parametrize("collection", [LAYOUT, TILE], ids=["layout", "tile"])
 def test_training_loss_falls_on_a_tiny_tree(jnp, tiny, collection, tmp_path):
     records = []
-    system = TpuGraphsGnn(seed=0, epochs=8, learning_rate=1e-2, validate_batches=1,
+    system = TpuGraphsGnn(seed=0, epochs=5, learning_rate=1e-2, validate_batches=1,
                           configs=8, batch=4)
     system.fit(split_files(tiny, collection, "train"), collection,
                split_files(tiny, collection, "valid"), on_epoch=records.append)
     losses = [r["train_loss"] for r in system.history_]
-    assert records == system.history_ and len(losses) == 8
+    assert records == system.history_ and len(losses) == 5
     assert {"epoch", "train_loss", "valid_loss", "valid_opa"} <= set(records[0])
     assert np.mean(losses[-2:]) < losses[0]
     assert all(0 <= r["valid_opa"] <= 1 for r in records)
@@ -293,7 +303,7 @@ def test_training_loss_falls_on_a_tiny_tree(jnp, tiny, collection, tmp_path):
     # Save and load: the same scores; the same seed: the same weights and scores.
     system.save(tmp_path)
     assert np.array_equal(load_system(tmp_path).score(graph), score)
-    again = TpuGraphsGnn(seed=0, epochs=8, learning_rate=1e-2, validate_batches=1,
+    again = TpuGraphsGnn(seed=0, epochs=5, learning_rate=1e-2, validate_batches=1,
                          configs=8, batch=4)
     again.fit(split_files(tiny, collection, "train"), collection,
               split_files(tiny, collection, "valid"))
@@ -317,9 +327,13 @@ def test_in_graph_fit_on_real_unet3d_ranks_held_out_configs(jnp):
     runtime = pd.Series(graph.config_runtime[rows].astype(np.float64), index=rows)
     held = np.setdiff1d(np.arange(len(first)), chosen)
     median = pd.Series(graph.config_runtime).groupby(inverse).median().to_numpy()
-    system = TpuGraphsGnn(seed=0).fit_graph(graph, runtime)
-    assert len(system.history_) == OFFICIAL["layout"]["in_graph_epochs"]
-    score = system.score(graph)
-    tau = kendalltau(score[first[held]], -median[held])[0]
-    # Measured (seeds 0-2): see the module docstring of tpugraphs_gnn; random ~0 +- 0.04.
-    assert tau > 0.05
+    taus = []
+    for epochs in (0, 20):
+        system = TpuGraphsGnn(seed=0, in_graph_epochs=epochs).fit_graph(graph, runtime)
+        assert len(system.history_) == epochs
+        taus.append(kendalltau(system.score(graph)[first[held]], -median[held])[0])
+    # Measured on this split (seed 0): untrained -0.10, 20 epochs 0.13 (40, the default:
+    # 0.13; seeds 1 and 2 at 40: 0.08 and 0.13); 340 held-out configs put random at
+    # 0 +- 0.04. The official model and learning rate learn slowly: a weak but real signal.
+    assert taus[1] > 0.05
+    assert taus[1] > taus[0] + 0.1

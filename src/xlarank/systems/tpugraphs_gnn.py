@@ -257,16 +257,18 @@ class Item:
 
 def union_batch(items: Sequence[Item], n_graphs: int, n_configs: int, kind: str,
                 keep_nodes: int = 0, rng: np.random.Generator | None = None,
-                lists: int = 1, hops: int = 2) -> tuple[dict, bool]:
+                lists: int = 1, hops: int = 2, sizes: tuple[int, int] = (0, 0)
+                ) -> tuple[dict, bool]:
     """The items as one padded disjoint graph with ``n_graphs`` graph slots (empty slots
     masked) of ``n_configs`` configs each; the configs of a graph form ``lists`` lists of
     n_configs / lists configs for the loss. Returns (arrays, segmented): ``segmented``
     when a graph has more than ``keep_nodes`` nodes (keep_nodes > 0) and one random
     segment of it was chosen with ``rng``. Layout: ``hops`` is the number of graph
-    convolutions (`region_arrays`)."""
+    convolutions (`region_arrays`). ``sizes``: at least this many (nodes, edges) after
+    padding (one compiled shape for a whole fit)."""
     n_total = sum(it.graph.n for it in items)
     m_total = sum(len(it.graph.edges) for it in items)
-    big_n, big_m = _bucket(n_total + 1), _bucket(m_total)
+    big_n, big_m = max(_bucket(n_total + 1), sizes[0]), max(_bucket(m_total), sizes[1])
     pad = big_n - 1
     feat_width = items[0].graph.feat.shape[1]
     cfg_width = items[0].cfg.shape[-1]
@@ -719,12 +721,12 @@ class TpuGraphsGnn(RankingSystem):
 
     # -- training ---------------------------------------------------------------------
 
-    def _step(self, items, n_graphs, n_configs, rng, lists=1):
+    def _step(self, items, n_graphs, n_configs, rng, lists=1, sizes=(0, 0)):
         train_step, _ = _jitted()
         s = self.resolved_
         a, segmented = union_batch(items, n_graphs, n_configs, self.kind_,
                                    int(s["keep_nodes"] or 0), rng, lists,
-                                   int(s["gnn_layers"]))
+                                   int(s["gnn_layers"]), sizes)
         self.step_ += 1
         self.params_, self.moments_, loss = train_step(
             self.params_, self.moments_, a, np.float32(self.step_),
@@ -765,6 +767,10 @@ class TpuGraphsGnn(RankingSystem):
         self._reset_optimizer()
         best, best_opa, waited = self.params_, -np.inf, 0
         batch, configs = int(s["batch"]), int(s["configs"])
+        # Tile graphs are small: every batch padded to the largest possible one, so the
+        # step is compiled once (layout batches take the nearest bucket instead).
+        train_sizes = _largest_batch(train, batch) if kind == "tile" else (0, 0)
+        self.valid_sizes_ = _largest_batch(valid, batch) if kind == "tile" else (0, 0)
         for epoch in range(int(s["epochs"])):
             losses = []
             order = rng.permutation(len(train))
@@ -772,7 +778,7 @@ class TpuGraphsGnn(RankingSystem):
                 items = [self._item(arrays, g, runtime,
                                     self._sample(runtime, configs, rng))
                          for g, arrays, runtime in (train[i] for i in order[start:start + batch])]
-                losses.append(self._step(items, batch, configs, rng))
+                losses.append(self._step(items, batch, configs, rng, sizes=train_sizes))
             record = {"epoch": epoch, "train_loss": float(np.mean(losses)),
                       "valid_loss": None, "valid_opa": None}
             if valid:
@@ -815,7 +821,7 @@ class TpuGraphsGnn(RankingSystem):
             items = [self._item(arrays, g, runtime, self._sample(runtime, configs, rng))
                      for g, arrays, runtime in chosen]
             a, _ = union_batch(items, batch, configs, self.kind_, 0, rng,
-                               hops=int(s["gnn_layers"]))
+                               hops=int(s["gnn_layers"]), sizes=self.valid_sizes_)
             out, loss = evaluate(self.params_, a, arch=self._arch())
             losses.append(float(loss))
             out = np.asarray(out)
@@ -881,6 +887,10 @@ class TpuGraphsGnn(RankingSystem):
         fit = max(1, budget // (rows * width))
         return int(min(int(s["infer_chunk"]), fit))
 
+    def _chunk_for(self, arrays: GraphArrays, n_configs: int) -> int:
+        """The chunk, no bigger than the graph's configs rounded up to a bucket."""
+        return min(self._chunk(arrays), _bucket(n_configs))
+
     def score(self, graph) -> np.ndarray:
         if getattr(self, "params_", None) is None:
             raise XlarankError(f"system {self.name}: fit or fit_graph first")
@@ -890,7 +900,7 @@ class TpuGraphsGnn(RankingSystem):
                                f"given a {kind} graph")
         _, evaluate = _jitted()
         arrays = graph_arrays(graph, self.stats_)
-        chunk = self._chunk(arrays)
+        chunk = self._chunk_for(arrays, graph.n_configs)
         zero = np.zeros(graph.n_configs)
         out = np.empty(graph.n_configs)
         for start, raw in _config_chunks(graph, chunk):
@@ -923,6 +933,15 @@ class TpuGraphsGnn(RankingSystem):
                             for k in z.files if k.startswith("param__")}
             self.stats_ = Stats.from_arrays({k.removeprefix("stats__"): z[k]
                                              for k in z.files if k.startswith("stats__")})
+
+
+def _largest_batch(prepared: list, batch: int) -> tuple[int, int]:
+    """(nodes, edges) padded sizes that hold any ``batch`` of the prepared graphs."""
+    if not prepared:
+        return 0, 0
+    nodes = sorted((arrays.n for _, arrays, _ in prepared), reverse=True)[:batch]
+    edges = sorted((len(arrays.edges) for _, arrays, _ in prepared), reverse=True)[:batch]
+    return _bucket(sum(nodes) + 1), _bucket(sum(edges))
 
 
 def _configs_at(graph: LayoutGraph, rows: np.ndarray) -> np.ndarray:
