@@ -143,9 +143,10 @@ def jitted_forward(kind):
     return jax.jit(fn, static_argnums=(2, 3, 4))
 
 
-def forward(kind, params, items, n_graphs, n_configs, keep_nodes=0, seed=0):
+def forward(kind, params, items, n_graphs, n_configs, keep_nodes=0, seed=0,
+            sizes=(0,) * 5):
     a, segmented = union_batch(items, n_graphs, n_configs, kind, keep_nodes,
-                               np.random.default_rng(seed))
+                               np.random.default_rng(seed), sizes=sizes)
     s = settings(kind)
     out = jitted_forward(kind)(params, a, s["gnn_layers"], s["mlp_layers"], segmented)
     return out, a, segmented
@@ -224,13 +225,17 @@ def test_forward_matches_plain_references_and_padding_changes_nothing(jnp):
         items = [Item(g, c, rng.random(6)) for g, c in zip(graphs, cfgs)]
         reference = layout_reference if kind == "layout" else tile_reference
         alone = []
+        # One padded shape for every call (one compile): a graph alone sits in slot 0 of
+        # 5 slots of 8 configs, the others empty.
+        sizes = (64, 64, 16, 64, 64)
         for item in items:
-            (out, _), _, _ = forward(kind, params, [item], 1, 6)
-            assert np.allclose(out[0], reference(params, item.graph, item.cfg), atol=1e-4)
-            alone.append(np.asarray(out[0]))
-        # Joined with other graphs, with more padding (configs and an empty graph slot):
-        # the same outputs.
-        (joined, _), a, _ = forward(kind, params, items, 5, 8)
+            (out, _), _, _ = forward(kind, params, [item], 5, 8, sizes=sizes)
+            assert np.allclose(out[0, :6], reference(params, item.graph, item.cfg), atol=1e-4)
+            alone.append(np.asarray(out[0, :6]))
+        # Less padding (its own bucket), and joined with other graphs: the same outputs.
+        (small, _), _, _ = forward(kind, params, items[:1], 1, 6)
+        assert np.allclose(small[0], alone[0][:6], atol=1e-5)
+        (joined, _), a, _ = forward(kind, params, items, 5, 8, sizes=sizes)
         assert np.allclose(np.asarray(joined[:4, :6]), np.stack(alone), atol=1e-5)
         if kind == "layout":                                   # the path's far end
             assert a["node_region"].sum() < a["node_mask"].sum()

@@ -257,15 +257,16 @@ class Item:
 
 def union_batch(items: Sequence[Item], n_graphs: int, n_configs: int, kind: str,
                 keep_nodes: int = 0, rng: np.random.Generator | None = None,
-                lists: int = 1, hops: int = 2, sizes: tuple[int, int] = (0, 0)
+                lists: int = 1, hops: int = 2, sizes: tuple[int, ...] = (0,) * 5
                 ) -> tuple[dict, bool]:
     """The items as one padded disjoint graph with ``n_graphs`` graph slots (empty slots
     masked) of ``n_configs`` configs each; the configs of a graph form ``lists`` lists of
     n_configs / lists configs for the loss. Returns (arrays, segmented): ``segmented``
     when a graph has more than ``keep_nodes`` nodes (keep_nodes > 0) and one random
     segment of it was chosen with ``rng``. Layout: ``hops`` is the number of graph
-    convolutions (`region_arrays`). ``sizes``: at least this many (nodes, edges) after
-    padding (one compiled shape for a whole fit)."""
+    convolutions (`region_arrays`). ``sizes``: at least this many (nodes, edges,
+    configurable nodes, local nodes, local edges) after padding (one compiled shape for a
+    whole fit, `_largest_batch`)."""
     n_total = sum(it.graph.n for it in items)
     m_total = sum(len(it.graph.edges) for it in items)
     big_n, big_m = max(_bucket(n_total + 1), sizes[0]), max(_bucket(m_total), sizes[1])
@@ -286,7 +287,7 @@ def union_batch(items: Sequence[Item], n_graphs: int, n_configs: int, kind: str,
     segmented = False
     if kind == "layout":
         k_total = sum(len(it.graph.config_ids) for it in items)
-        big_k = _bucket(k_total)
+        big_k = max(_bucket(k_total), sizes[2])
         a["cfg_node"] = np.full(big_k, pad, np.int32)
         a["cfg_graph"] = np.full(big_k, n_graphs, np.int32)
         a["cfg_mask"] = np.zeros(big_k, bool)
@@ -322,7 +323,7 @@ def union_batch(items: Sequence[Item], n_graphs: int, n_configs: int, kind: str,
             a["cfg"][g, :c] = it.cfg
         node0, edge0 = node0 + n, edge0 + m
     if kind == "layout":
-        a.update(region_arrays(a, n_graphs, hops))
+        a.update(region_arrays(a, n_graphs, hops, sizes[3:]))
     if segmented and kind == "layout":
         a["seg_node"] = seg_node
         a["seg_edge"] = seg_node[a["src"]] & seg_node[a["dst"]] & a["edge_mask"]
@@ -351,7 +352,8 @@ def region_masks(edges: np.ndarray, edge_mask: np.ndarray, config_nodes: np.ndar
     return masks[-1], region
 
 
-def region_arrays(a: dict, n_graphs: int, hops: int) -> dict[str, np.ndarray]:
+def region_arrays(a: dict, n_graphs: int, hops: int, sizes: Sequence[int] = (0, 0)
+                  ) -> dict[str, np.ndarray]:
     """The padded batch's local arrays for `layout_forward`: loc_node (NL,) the global id
     of each local node (region and its neighbours), loc_region, loc_graph, loc_cfg (K,)
     each configurable node's local id, the local edges (every edge touching the region:
@@ -360,7 +362,7 @@ def region_arrays(a: dict, n_graphs: int, hops: int) -> dict[str, np.ndarray]:
     region, local = region_masks((a["src"], a["dst"]), a["edge_mask"],
                                  a["cfg_node"][a["cfg_mask"]], big_n, hops)
     ids = np.flatnonzero(local & a["node_mask"])
-    big_l = _bucket(len(ids) + 1)
+    big_l = max(_bucket(len(ids) + 1), sizes[0])
     local_id = np.full(big_n, big_l - 1, np.int32)
     local_id[ids] = np.arange(len(ids))
     out = {"node_region": region & a["node_mask"],
@@ -371,7 +373,7 @@ def region_arrays(a: dict, n_graphs: int, hops: int) -> dict[str, np.ndarray]:
     out["loc_region"][:len(ids)] = region[ids]
     out["loc_graph"][:len(ids)] = a["node_graph"][ids]
     touching = np.flatnonzero(a["edge_mask"] & (region[a["src"]] | region[a["dst"]]))
-    big_e = _bucket(len(touching))
+    big_e = max(_bucket(len(touching)), sizes[1])
     out["loc_src"] = np.full(big_e, big_l - 1, np.int32)
     out["loc_dst"] = np.full(big_e, big_l - 1, np.int32)
     out["loc_edge"] = np.zeros(big_e, np.int32)
@@ -721,7 +723,7 @@ class TpuGraphsGnn(RankingSystem):
 
     # -- training ---------------------------------------------------------------------
 
-    def _step(self, items, n_graphs, n_configs, rng, lists=1, sizes=(0, 0)):
+    def _step(self, items, n_graphs, n_configs, rng, lists=1, sizes=(0,) * 5):
         train_step, _ = _jitted()
         s = self.resolved_
         a, segmented = union_batch(items, n_graphs, n_configs, self.kind_,
@@ -767,10 +769,11 @@ class TpuGraphsGnn(RankingSystem):
         self._reset_optimizer()
         best, best_opa, waited = self.params_, -np.inf, 0
         batch, configs = int(s["batch"]), int(s["configs"])
-        # Tile graphs are small: every batch padded to the largest possible one, so the
-        # step is compiled once (layout batches take the nearest bucket instead).
-        train_sizes = _largest_batch(train, batch) if kind == "tile" else (0, 0)
-        self.valid_sizes_ = _largest_batch(valid, batch) if kind == "tile" else (0, 0)
+        # Every batch padded to the largest possible one: the step is compiled once (per-
+        # config arrays cover the configs' regions only, so this stays small).
+        hops = int(s["gnn_layers"])
+        train_sizes = _largest_batch(train, batch, hops)
+        self.valid_sizes_ = _largest_batch(valid, batch, hops)
         for epoch in range(int(s["epochs"])):
             losses = []
             order = rng.permutation(len(train))
@@ -935,13 +938,21 @@ class TpuGraphsGnn(RankingSystem):
                                              for k in z.files if k.startswith("stats__")})
 
 
-def _largest_batch(prepared: list, batch: int) -> tuple[int, int]:
-    """(nodes, edges) padded sizes that hold any ``batch`` of the prepared graphs."""
+def _largest_batch(prepared: list, batch: int, hops: int) -> tuple[int, ...]:
+    """Padded sizes (nodes, edges, configurable nodes, local nodes, local edges) that hold
+    any ``batch`` of the prepared graphs (`union_batch`'s ``sizes``)."""
     if not prepared:
-        return 0, 0
-    nodes = sorted((arrays.n for _, arrays, _ in prepared), reverse=True)[:batch]
-    edges = sorted((len(arrays.edges) for _, arrays, _ in prepared), reverse=True)[:batch]
-    return _bucket(sum(nodes) + 1), _bucket(sum(edges))
+        return (0,) * 5
+    counts = []
+    for _, arrays, _ in prepared:
+        src, dst = arrays.edges[:, 0], arrays.edges[:, 1]
+        region, local = region_masks((src, dst), np.ones(len(src), bool), arrays.config_ids,
+                                     arrays.n, hops)
+        counts.append((arrays.n, len(src), len(arrays.config_ids), int(local.sum()),
+                       int((region[src] | region[dst]).sum())))
+    top = [sum(sorted(column, reverse=True)[:batch]) for column in zip(*counts)]
+    return (_bucket(top[0] + 1), _bucket(top[1]), _bucket(top[2]), _bucket(top[3] + 1),
+            _bucket(top[4]))
 
 
 def _configs_at(graph: LayoutGraph, rows: np.ndarray) -> np.ndarray:
