@@ -337,9 +337,9 @@ def test_in_graph_fit_on_real_unet3d_ranks_held_out_configs(jnp):
         system = TpuGraphsGnn(seed=0, in_graph_epochs=epochs).fit_graph(graph, runtime)
         assert len(system.history_) == epochs
         taus.append(kendalltau(system.score(graph)[first[held]], -median[held])[0])
-    # Measured on this split (seed 0): untrained -0.13, 12 epochs 0.12, 20 epochs 0.13
-    # (40, the default: 0.13; seeds 1 and 2 at 40: 0.08 and 0.13); 340 held-out configs
-    # put random at 0 +- 0.04. The official model and learning rate learn slowly: a weak
+    # Measured on this split (seed 0): untrained -0.13, 12 epochs 0.12, 20 (the default)
+    # 0.13, 40 0.13; seeds 1 and 2 at 20: 0.08 and 0.12; 340 held-out configs put random
+    # at 0 +- 0.04. The official model and learning rate learn slowly: a weak
     # but real signal.
     assert taus[1] > 0.05
     assert taus[1] > taus[0] + 0.1
