@@ -124,7 +124,7 @@ def test_measured_batches_hold_every_measured_config_once_with_its_measured_runt
 
 
 @pytest.mark.gnn
-@pytest.mark.parametrize("system", ["gru", "hybrid"])
+@pytest.mark.parametrize("system", ["xlarank", "tpugraphs-gnn", "gru", "hybrid"])
 def test_rank_graph_system_on_real_layout_and_tile_test_files(samples, tmp_path, system):
     """A layout test file (runtimes all zero: the measured CSV is the only runtime
     source) and the tile file with distinct configs (the real tile test file's 25 configs
@@ -153,8 +153,10 @@ def test_rank_graph_refuses_an_unknown_system_and_a_prior_for_another_system(sam
     path = sample(samples, UNET3D)
     measured = tmp_path / "m.csv"
     measured.write_text("config_index,runtime\n0,100\n1,200\n2,300\n")
+    prior = tmp_path / "prior"
+    prior.mkdir()
     for extra, message in ((["--system", "nope"], "unknown system 'nope'"),
-                           (["--system", "gru", "--prior", str(tmp_path)],
+                           (["--system", "gru", "--prior", str(prior)],
                             "--prior is xlarank's own option")):
         result = runner.invoke(app, ["rank-graph", str(path), "--measured", str(measured),
                                      "--out", str(tmp_path / "r.csv"), *extra])
