@@ -343,3 +343,18 @@ def test_in_graph_fit_on_real_unet3d_ranks_held_out_configs(jnp):
     # but real signal.
     assert taus[1] > 0.05
     assert taus[1] > taus[0] + 0.1
+
+
+def test_early_stop_zero_runs_every_epoch_as_the_official_loop(jnp, tiny):
+    """The official trainers stop early only when early_stop > 0."""
+    files = split_files(tiny, TILE, "train"), split_files(tiny, TILE, "valid")
+    for early_stop, most in ((0, 4), (1, 4)):
+        system = TpuGraphsGnn(seed=1, epochs=4, early_stop=early_stop, validate_batches=1,
+                              configs=8, batch=4).fit(files[0], TILE, files[1])
+        opa = [r["valid_opa"] for r in system.history_]
+        if early_stop == 0:
+            assert len(opa) == most
+        else:
+            # It stops at the first epoch that does not beat the best before it.
+            stop = next((i for i in range(1, len(opa)) if opa[i] <= max(opa[:i])), None)
+            assert len(opa) == (most if stop is None else stop + 1)

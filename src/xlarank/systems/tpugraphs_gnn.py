@@ -39,7 +39,7 @@ official value below; the resolved values are kept in ``resolved_`` and saved.
 setting             layout    tile      note
 ==================  ========  ========  ==================================================
 epochs              500       100       one epoch = every train graph once
-early_stop          40        20        epochs without better valid OPA; best restored
+early_stop          40        20        epochs without better valid OPA (0: off); best restored
 learning_rate       1e-3      1e-3      Adam
 clip_norm           1e-2      1e-3      per-tensor clipnorm
 configs             16        10        configs per graph per step (fewer: graph skipped)
@@ -797,7 +797,8 @@ class TpuGraphsGnn(RankingSystem):
             self.history_.append(record)
             if on_epoch is not None:
                 on_epoch(record)
-            if valid and waited >= int(s["early_stop"]):
+            # As the official loop: early_stop 0 turns early stopping off.
+            if valid and int(s["early_stop"]) > 0 and waited >= int(s["early_stop"]):
                 break
         if valid:
             self.params_ = best
