@@ -300,19 +300,20 @@ def loss_plots(synthetic: list[dict], out_dir: Path) -> list[str]:
         rows = [r for r in synthetic if r["system"] == system and r["history_seed0"]]
         if not rows:
             continue
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for row in rows:
+        # One panel per collection: their losses differ by orders of magnitude.
+        fig, axes = plt.subplots(1, len(rows), figsize=(3.2 * len(rows), 3.2), squeeze=False)
+        for ax, row in zip(axes[0], rows):
             epochs = [h["epoch"] + 1 for h in row["history_seed0"]]
-            line, = ax.plot(epochs, [h["train_loss"] for h in row["history_seed0"]],
-                            label=f"{row['collection']} train")
+            ax.plot(epochs, [h["train_loss"] for h in row["history_seed0"]], label="train")
             valid = [h.get("valid_loss") for h in row["history_seed0"]]
             if any(v is not None for v in valid):
                 ax.plot(epochs, [np.nan if v is None else v for v in valid], "--",
-                        color=line.get_color(), label=f"{row['collection']} valid")
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("loss (the system's own)")
-        ax.set_title(f"{system}: loss per epoch, synthetic demo data, seed 0")
-        ax.legend(fontsize=7)
+                        label="valid")
+            ax.set_title(row["collection"], fontsize=9)
+            ax.set_xlabel("epoch")
+            ax.legend(fontsize=7)
+        axes[0][0].set_ylabel("loss (the system's own)")
+        fig.suptitle(f"{system}: loss per epoch, synthetic demo data, seed 0", fontsize=10)
         path = out_dir / f"systems-loss-{system}.png"
         fig.tight_layout()
         fig.savefig(path, dpi=100)
@@ -351,7 +352,8 @@ def main() -> None:
     parser.add_argument("--ingraph-seeds", type=int, default=5)
     parser.add_argument("--scale-files", type=int, default=4,
                         help="sampled train files per collection for the scale part")
-    parser.add_argument("--parts", default="synthetic,ingraph,scale")
+    parser.add_argument("--parts", default="synthetic,ingraph,scale",
+                        help="comma-separated; 'plots' redraws the loss plots from --out")
     parser.add_argument("--systems", default="xlarank,tpugraphs-gnn,gru,hybrid")
     args = parser.parse_args()
     parts = args.parts.split(",")
@@ -359,6 +361,10 @@ def main() -> None:
     started = time.perf_counter()
     record: dict = {"threads": THREADS, "systems": systems}
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if parts == ["plots"]:
+        saved = json.loads(args.out.read_text())
+        print("\n".join(loss_plots(saved["synthetic"]["results"], args.out.parent)))
+        return
     if "synthetic" in parts:
         record["synthetic"] = {"data": f"synthetic: {args.data} (xlarank synth), valid split",
                                "seeds": args.seeds,
