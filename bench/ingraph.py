@@ -131,19 +131,19 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
             scores = {}
             started = time.perf_counter()
             ranked = rank_graph(graph, measured, seed=seed, threads=THREADS)
-            by_index = ranked.set_index("config_index")["score"]
+            by_index = -ranked.set_index("config_index")["rank"].astype(np.float64)
             scores[RANK_GRAPH] = (by_index.reindex(first[test]).to_numpy(),
                                   time.perf_counter() - started)
             for system, spec in WITH_EMBEDDING.items():
                 started = time.perf_counter()
                 ranked = rank_graph(graph, measured, seed=seed, threads=THREADS, spec=spec)
-                by_index = ranked.set_index("config_index")["score"]
+                by_index = -ranked.set_index("config_index")["rank"].astype(np.float64)
                 scores[system] = (by_index.reindex(first[test]).to_numpy(),
                                   time.perf_counter() - started)
             if prior is not None:
                 started = time.perf_counter()
                 ranked = rank_graph(graph, measured, prior=prior, seed=seed, threads=THREADS)
-                by_index = ranked.set_index("config_index")["score"]
+                by_index = -ranked.set_index("config_index")["rank"].astype(np.float64)
                 scores[PRIOR] = (by_index.reindex(first[test]).to_numpy(),
                                  time.perf_counter() - started)
             started = time.perf_counter()

@@ -149,4 +149,4 @@ def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
         graph = load_graph(graph)
     runtime = measured_runtimes(graph, measured)
     score = cls(seed=seed, threads=threads).fit_graph(graph, runtime).score(graph)
-    return ranked_table(interleaved_scores(score, runtime), runtime)
+    return ranked_table(interleaved_scores(score, runtime), runtime, tiebreak=score)
