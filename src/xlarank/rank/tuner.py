@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.errors import XlarankError
 from xlarank.features.build import featurize_graph
 from xlarank.rank.ingraph import (
     IN_GRAPH_PARAMS,
@@ -90,6 +91,13 @@ class Strategy:
     diversity: float = 0.0
     important: float = 0.9
     cold: str = "diverse"
+
+    def __post_init__(self):
+        if self.cold not in ("diverse", "random"):
+            raise XlarankError(f"cold start {self.cold!r}: 'diverse' or 'random'")
+        if self.bootstraps < 0 or not 0 <= self.random_share <= 1 or self.kappa < 0:
+            raise XlarankError(f"{self}: bootstraps >= 0, kappa >= 0 and a random share "
+                               "in [0, 1]")
 
 
 class Tuner:
@@ -344,7 +352,7 @@ def suggest_next(graph, measured_path: str | Path | None, batch: int, prior=None
     state: a run resumes by reading it again): `Tuner.suggest`'s table."""
     measured = read_measured_state(measured_path)
     tuner = Tuner(graph, prior=prior, seed=seed, threads=threads)
-    tuner.tell_table(measured, str(measured_path))
+    tuner.tell_table(measured, str(measured_path or "measured"))
     return tuner.suggest(batch)
 
 
