@@ -156,3 +156,47 @@ def test_missing_columns_and_a_prior_of_the_other_kind_outside_the_tree(samples,
     measured = pd.DataFrame({"config_index": [0, 5, 9], "runtime": [3.0, 2.0, 1.0]})
     with pytest.raises(MismatchError, match="collection layout, but the prior model"):
         rank_graph(loose, measured, prior=TilePrior())
+
+
+def test_measured_configs_keep_the_order_of_their_runtimes(samples):
+    # 60 distinct configs of unet3d measured: each one's score is minus its log runtime,
+    # so the table lists them fastest first, and the fastest is not buried among
+    # predictions (before the rule it came out at rank 324 of 1159).
+    graph = load_graph(sample(samples, "unet3d.npz"))
+    measured, _, _ = distinct_split(graph, 60 / 681, seed=0)
+    ranked = rank_graph(graph, measured, seed=0)
+    known = ranked[ranked["measured"]]
+    assert (np.diff(known["runtime"].to_numpy()) >= 0).all()
+    np.testing.assert_allclose(known["score"], -np.log(known["runtime"]))
+    assert known["rank"].iloc[0] <= 0.1 * graph.n_configs
+    # The unmeasured configs lie between the measured ones, on the same scale.
+    unknown = ranked.loc[~ranked["measured"], "score"]
+    assert unknown.min() >= known["score"].min()
+    assert unknown.max() <= known["score"].max()
+
+
+@pytest.mark.parametrize("rows, runtimes", [([0, 1], [5000.0, 100.0]),
+                                            ([0, 1, 2], [5000.0, 100.0, 700.0])])
+def test_two_or_three_measured_configs_are_ordered_by_runtime(samples, rows, runtimes):
+    graph = load_graph(sample(samples, "unet3d.npz"))
+    ranked = rank_graph(graph, pd.DataFrame({"config_index": rows, "runtime": runtimes}))
+    known = ranked[ranked["measured"]]
+    assert known["config_index"].tolist() == [rows[i] for i in np.argsort(runtimes)]
+    assert known["score"].is_unique
+
+
+def test_held_out_order_survives_the_interleaving():
+    # Unmeasured configs keep the model's order in the table (bench/ingraph.py reads the
+    # rank column), also where the map onto the measured scale is flat.
+    from xlarank.rank.ingraph import interleaved_scores, ranked_table
+
+    score = np.array([5.0, 1.0, 3.0, 9.0, -4.0, 2.0, 7.0])
+    runtime = pd.Series([10.0, 10.0, 40.0], index=[1, 2, 5])
+    mapped = interleaved_scores(score, runtime)
+    np.testing.assert_allclose(mapped[[1, 2, 5]], -np.log([10.0, 10.0, 40.0]))
+    table = ranked_table(mapped, runtime, tiebreak=score)
+    free = table[~table["measured"]]["config_index"].tolist()
+    assert free == [3, 6, 0, 4]
+    # 9 and 7 lie beyond the best measured score (3): tied with the two configs measured
+    # at 10 ns, after them (known first).
+    assert table["config_index"].tolist()[:4] == [2, 1, 3, 6]

@@ -10,6 +10,8 @@ TpuGraphs collection. The small public API:
     ranked_configs(graph, model)  -> (config indices best first, their scores)
     rank_graph(graph, measured)   -> DataFrame, every config best first, from the
                                      runtimes of some (in-graph ranking)
+    Tuner(graph, prior, seed)     -> ask(k) / tell(indices, runtimes) / best(): which
+                                     configs to measure next
 
 Each name is imported on first use, so ``import xlarank`` (and the CLI's start-up) stays
 cheap: numpy, pandas, Numba and the boosters load only where a command needs them.
@@ -30,6 +32,7 @@ _PUBLIC = {
     "load_model": "xlarank.rank.model",
     "ranked_configs": "xlarank.score",
     "rank_graph": "xlarank.rank.ingraph",
+    "Tuner": "xlarank.rank.tuner",
 }
 
 __all__ = ["__version__", *_PUBLIC]

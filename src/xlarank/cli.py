@@ -3,7 +3,7 @@ and results.
 
 train, evaluate, compare, tune and report each call one library function
 (`train_from_specs`, `evaluate_model`, `compare_runs`, `tune_spec_file`,
-`report_from_paths`); synth, gnn-train, score, submit and rank-graph call their stage's
+`report_from_paths`); synth, gnn-train, score, submit, rank-graph and suggest call their stage's
 functions, after listing the files a progress bar counts; featurize resolves its spec
 and plans its frames (`resolve_feature_spec`, `frame_jobs`), then featurizes each with its
 own progress bar. Progress goes to stderr, results to stdout, and
@@ -515,6 +515,45 @@ def rank_graph(
                 ranked.to_csv(tmp, index=False)
     console.print(f"ranked {len(ranked)} configs ({int(ranked['measured'].sum())} measured) "
                   f"-> {out_csv}")
+
+
+@app.command()
+def suggest(
+    graph: Annotated[Path, typer.Argument(help="One npz file, layout or tile (its own "
+                                          "runtimes are never read).")],
+    out_csv: Annotated[Path, typer.Option("--out", help="CSV to write: config_index, "
+                                          "score, uncertainty, reason.")],
+    measured: Annotated[Path | None, typer.Option(
+        help="CSV config_index,runtime (ns) of everything measured so far: the whole "
+             "state, so a run resumes by reading it again (empty, header-only or absent: "
+             "a cold start).")] = None,
+    batch: Annotated[int, typer.Option(min=1, help="Configs to suggest.")] = 8,
+    prior: Annotated[Path | None, typer.Option(help="A cross-graph model directory of the "
+                                               "graph's collection: one more input, and "
+                                               "the order of a cold start.")] = None,
+    seed: Annotated[int, typer.Option(help="Same seed and measurements, same "
+                                      "suggestions.")] = 0,
+    threads: ThreadsOption = 0,
+) -> None:
+    """Which configs to measure next: distinct configs, none a duplicate of a measured
+    one, each with its predicted score, uncertainty and why it was chosen (exploit,
+    explore, cold-start)."""
+    from xlarank.atomic import atomic_path
+    from xlarank.rank.tuner import suggest_next
+
+    with _user_errors():
+        use_threads(threads)
+        check_output(out_csv)
+        for given in (graph, measured):
+            if given is not None and out_csv.resolve() == given.resolve():
+                raise XlarankError(f"{out_csv}: --out is an input of this command; the "
+                                   "measured CSV is the tuner's state, keep it apart")
+        table = suggest_next(graph, measured, batch, prior=prior, seed=seed,
+                             threads=threads or None)
+        with atomic_path(out_csv) as tmp:
+            table.to_csv(tmp, index=False)
+    reasons = ", ".join(f"{n} {r}" for r, n in table["reason"].value_counts().items())
+    console.print(f"suggested {len(table)} configs ({reasons or 'none left'}) -> {out_csv}")
 
 
 @app.command()

@@ -12,6 +12,7 @@ Modules, each importing only those listed above it:
     tune      random search over a spec's parameters; tune_spec_file writes the chosen spec
     train_specs  train_from_specs: spec files in, a saved model out, local or on Dask
     ingraph   in-graph ranking: a graph-local booster from some measured configs
+    tuner     the config tuner (ask/tell): which configs to measure next, on ingraph
 
 `xlarank.distributed` trains on Dask with `train`'s preparation and card; `train_specs`
 sits above both.

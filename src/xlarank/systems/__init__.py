@@ -133,7 +133,12 @@ def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
                     threads: int | None = None, prior=None) -> pd.DataFrame:
     """`xlarank.rank.ingraph.rank_graph`'s table (every config best first) from the system
     named ``system`` trained inside the graph on ``measured`` (config_index, runtime)."""
-    from xlarank.rank.ingraph import measured_runtimes, rank_graph, ranked_table
+    from xlarank.rank.ingraph import (
+        interleaved_scores,
+        measured_runtimes,
+        rank_graph,
+        ranked_table,
+    )
 
     if system == "xlarank":
         return rank_graph(graph, measured, prior=prior, seed=seed, threads=threads)
@@ -144,4 +149,4 @@ def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
         graph = load_graph(graph)
     runtime = measured_runtimes(graph, measured)
     score = cls(seed=seed, threads=threads).fit_graph(graph, runtime).score(graph)
-    return ranked_table(score, runtime)
+    return ranked_table(interleaved_scores(score, runtime), runtime, tiebreak=score)

@@ -1,0 +1,228 @@
+"""The config tuner (xlarank.Tuner, xlarank suggest): what it may ask, resuming from the
+measured CSV, cold starts, tile and layout, the CLI, and random search's exact
+expectation."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from xlarank import Tuner
+from xlarank.cli import app
+from xlarank.data.collections import COLLECTIONS, split_files
+from xlarank.data.graph import load_graph
+from xlarank.rank.ingraph import IN_GRAPH_SPEC, config_columns
+from xlarank.rank.tuner import (
+    COLD_START,
+    EXPLOIT,
+    Strategy,
+    expected_random_best,
+    expected_random_draws,
+    read_measured_state,
+)
+
+UNET3D = "unet3d.npz"
+
+
+def sample(samples, name: str):
+    return next(p for p in samples if p.name == name)
+
+
+@pytest.fixture(scope="module")
+def unet3d(samples):
+    return load_graph(sample(samples, UNET3D))
+
+
+def groups_of(graph) -> np.ndarray:
+    """int64 (n_configs,): the distinct config of each index."""
+    return np.unique(config_columns(graph), axis=0, return_inverse=True)[1].ravel()
+
+
+def tile_graph(tiny_data):
+    """The first generated tile file with at least 12 distinct configs."""
+    for path in split_files(tiny_data, COLLECTIONS[0], "train"):
+        graph = load_graph(path)
+        if len(np.unique(graph.config_feat, axis=0)) >= 12:
+            return graph
+    raise AssertionError("no tile file of the tiny set has 12 distinct configs")
+
+
+def replay(tuner: Tuner, graph, batches: int, k: int) -> None:
+    """Answer `batches` asks with the file's own runtimes."""
+    for _ in range(batches):
+        asked = tuner.ask(k)
+        tuner.tell(asked, graph.config_runtime[asked].astype(np.float64))
+
+
+def test_ask_never_repeats_a_measured_config_or_its_duplicates(unet3d):
+    # unet3d: 1159 configs, 681 distinct. Measure configs that have duplicates under other
+    # indices, then ask for many: no asked config may share a config row with them.
+    group = groups_of(unet3d)
+    counts = np.bincount(group)
+    duplicated = np.flatnonzero(counts[group] > 1)[:20]
+    tuner = Tuner(unet3d, seed=0, threads=1)
+    tuner.tell(duplicated, unet3d.config_runtime[duplicated].astype(np.float64))
+    for _ in range(3):
+        asked = tuner.ask(32)
+        assert len(asked) == 32
+        assert len(set(group[asked])) == 32, "two suggestions are one config"
+        measured_groups = set(group[tuner.measured["config_index"].to_numpy()])
+        assert not measured_groups & set(group[asked].tolist())
+        tuner.tell(asked, unet3d.config_runtime[asked].astype(np.float64))
+    index, runtime = tuner.best()
+    assert runtime == tuner.measured.groupby(group[tuner.measured["config_index"]])[
+        "runtime"].median().min()
+    assert index in set(tuner.measured["config_index"])
+
+
+def test_the_pool_runs_dry_without_repeats(tiny_data):
+    graph = tile_graph(tiny_data)
+    group = groups_of(graph)
+    tuner = Tuner(graph, seed=1, threads=1)
+    seen = []
+    while len(asked := tuner.ask(5)):
+        seen += group[asked].tolist()
+        tuner.tell(asked, graph.config_runtime[asked].astype(np.float64))
+    assert sorted(seen) == list(range(group.max() + 1))
+
+
+def test_resuming_from_the_csv_suggests_the_same(unet3d, tmp_path):
+    tuner = Tuner(unet3d, seed=4, threads=1)
+    replay(tuner, unet3d, batches=3, k=8)
+    path = tmp_path / "measured.csv"
+    tuner.measured.to_csv(path, index=False)
+    again = Tuner(unet3d, seed=4, threads=1)
+    again.tell_table(read_measured_state(path))
+    pd.testing.assert_frame_equal(tuner.suggest(8), again.suggest(8))
+    # The order of the rows is not state either.
+    shuffled = Tuner(unet3d, seed=4, threads=1)
+    shuffled.tell_table(tuner.measured.sample(frac=1, random_state=0))
+    pd.testing.assert_frame_equal(tuner.suggest(8), shuffled.suggest(8))
+
+
+def test_model_batches_give_score_uncertainty_and_reason(unet3d):
+    tuner = Tuner(unet3d, seed=0, threads=1)
+    replay(tuner, unet3d, batches=2, k=8)
+    table = tuner.suggest(8)
+    assert list(table.columns) == ["config_index", "score", "uncertainty", "reason"]
+    assert (table["reason"] == EXPLOIT).all()
+    # score is minus a log runtime among the measured ones; the spread is a real number.
+    measured_log = np.log(tuner.measured["runtime"])
+    assert (-table["score"]).between(measured_log.min(), measured_log.max()).all()
+    assert (table["uncertainty"] >= 0).all() and table["uncertainty"].notna().all()
+    explore = Tuner(unet3d, seed=0, threads=1,
+                    strategy=Strategy(kappa=2.0, diversity=0.5, random_share=0.5))
+    explore.tell_table(tuner.measured)
+    reasons = set(explore.suggest(8)["reason"])
+    assert "explore" in reasons
+
+
+def test_cold_start_without_prior_is_diverse(unet3d):
+    tuner = Tuner(unet3d, seed=2, threads=1)
+    table = tuner.suggest(8)
+    assert (table["reason"] == COLD_START).all() and table["score"].isna().all()
+    raw = config_columns(unet3d)[table["config_index"].to_numpy()]
+    distance = (raw[:, None, :] != raw[None, :, :]).sum(axis=2)
+    rng = np.random.default_rng(0)
+    others = rng.choice(unet3d.n_configs, 8, replace=False)
+    random_raw = config_columns(unet3d)[others]
+    random_distance = (random_raw[:, None, :] != random_raw[None, :, :]).sum(axis=2)
+    off = ~np.eye(8, dtype=bool)
+    assert distance[off].min() > 0
+    assert distance[off].mean() > random_distance[off].mean()
+    # One measured config is still a cold start, and it is not asked again.
+    tuner.tell([5], [1e6])
+    again = tuner.suggest(8)
+    assert (again["reason"] == COLD_START).all() and 5 not in set(again["config_index"])
+
+
+class ScorePrior:
+    """A stand-in cross-graph model: its score is a fixed function of the config index."""
+
+    card = {"collection": "layout:xla:default"}
+    feature_spec = IN_GRAPH_SPEC
+
+    def predict(self, frame):
+        index = frame["config_index"].to_numpy()
+        return np.cos(index * 0.37)
+
+
+def test_cold_start_with_a_prior_follows_its_order(unet3d):
+    tuner = Tuner(unet3d, prior=ScorePrior(), seed=0, threads=1)
+    table = tuner.suggest(6)
+    assert (table["reason"] == COLD_START).all()
+    group = groups_of(unet3d)
+    _, first = np.unique(group, return_index=True)
+    score = np.cos(first * 0.37)
+    expected = first[np.argsort(-score, kind="stable")[:6]]
+    assert table["config_index"].tolist() == expected.tolist()
+    np.testing.assert_allclose(table["score"], np.cos(expected * 0.37))
+
+
+def test_tile_and_layout_files_alike(tiny_data):
+    for collection in (COLLECTIONS[0], COLLECTIONS[1]):
+        graph = (tile_graph(tiny_data) if collection.is_tile
+                 else load_graph(split_files(tiny_data, collection, "train")[0]))
+        tuner = Tuner(graph, seed=0, threads=1)
+        replay(tuner, graph, batches=2, k=4)
+        asked = tuner.ask(4)
+        group = groups_of(graph)
+        assert len(set(group[asked])) == len(asked) > 0
+        assert not set(group[asked]) & set(group[tuner.measured["config_index"]])
+
+
+def test_suggest_command(unet3d, samples, tmp_path):
+    runner = CliRunner()
+    graph = sample(samples, UNET3D)
+    out = tmp_path / "next.csv"
+    # Cold start from an empty file, then from what it suggested, measured.
+    measured = tmp_path / "measured.csv"
+    measured.write_text("")
+    result = runner.invoke(app, ["suggest", str(graph), "--measured", str(measured),
+                                 "--batch", "8", "--out", str(out), "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    first = pd.read_csv(out)
+    assert list(first.columns) == ["config_index", "score", "uncertainty", "reason"]
+    assert len(first) == 8 and (first["reason"] == COLD_START).all()
+    rows = first["config_index"].to_numpy()
+    pd.DataFrame({"config_index": rows, "runtime": unet3d.config_runtime[rows]}) \
+        .to_csv(measured, index=False)
+    result = runner.invoke(app, ["suggest", str(graph), "--measured", str(measured),
+                                 "--batch", "5", "--out", str(out), "--seed", "3",
+                                 "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    second = pd.read_csv(out)
+    assert len(second) == 5 and not set(second["config_index"]) & set(rows)
+    # Header only is a cold start too; bad rows and an unknown index are one error line.
+    measured.write_text("config_index,runtime\n")
+    assert runner.invoke(app, ["suggest", str(graph), "--measured", str(measured),
+                               "--out", str(out)]).exit_code == 0
+    for text, message in (("config_index,runtime\n0,fast\n", "row 1: runtime"),
+                          ("config_index,runtime\n99999,5\n", "not among the 1159")):
+        measured.write_text(text)
+        bad = tmp_path / "bad.csv"
+        result = runner.invoke(app, ["suggest", str(graph), "--measured", str(measured),
+                                     "--out", str(bad)])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith("error:") and message in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert not bad.exists()
+    result = runner.invoke(app, ["suggest", str(graph), "--measured", str(measured),
+                                 "--out", str(measured)])
+    assert result.exit_code == 2 and "is an input" in result.stderr
+
+
+def test_random_search_expectation_is_exact_on_a_small_pool():
+    runtime = np.array([7.0, 3.0, 3.0, 9.0, 4.5, 12.0, 5.0])
+    for budget in range(1, len(runtime) + 1):
+        draws = [min(c) for c in itertools.combinations(runtime.tolist(), budget)]
+        assert expected_random_best(runtime, budget) == pytest.approx(np.mean(draws))
+    # Draws until one of k given configs: every order of the pool, counted.
+    n, k = 6, 2
+    waits = [next(i + 1 for i, c in enumerate(order) if c < k)
+             for order in itertools.permutations(range(n))]
+    assert expected_random_draws(n, k) == pytest.approx(np.mean(waits))
