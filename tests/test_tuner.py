@@ -213,7 +213,7 @@ def test_suggest_command(unet3d, samples, tmp_path):
         assert not bad.exists()
     result = runner.invoke(app, ["suggest", str(graph), "--measured", str(measured),
                                  "--out", str(measured)])
-    assert result.exit_code == 2 and "is an input" in result.stderr
+    assert result.exit_code == 2 and "output is the input" in result.stderr
 
 
 def test_random_search_expectation_is_exact_on_a_small_pool():

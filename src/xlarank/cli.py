@@ -538,20 +538,18 @@ def suggest(
     """Which configs to measure next: distinct configs, none a duplicate of a measured
     one, each with its predicted score, uncertainty and why it was chosen (exploit,
     explore, cold-start)."""
-    from xlarank.atomic import atomic_path
+    from xlarank.atomic import atomic_path, output_lock
     from xlarank.rank.tuner import suggest_next
 
     with _user_errors():
         use_threads(threads)
-        check_output(out_csv)
-        for given in (graph, measured):
-            if given is not None and out_csv.resolve() == given.resolve():
-                raise XlarankError(f"{out_csv}: --out is an input of this command; the "
-                                   "measured CSV is the tuner's state, keep it apart")
-        table = suggest_next(graph, measured, batch, prior=prior, seed=seed,
-                             threads=threads or None)
-        with atomic_path(out_csv) as tmp:
-            table.to_csv(tmp, index=False)
+        # The measured CSV is the tuner's whole state: never an output.
+        check_outputs([out_csv], [graph, measured, prior])
+        with output_lock(out_csv):
+            table = suggest_next(graph, measured, batch, prior=prior, seed=seed,
+                                 threads=threads or None)
+            with atomic_path(out_csv) as tmp:
+                table.to_csv(tmp, index=False)
     reasons = ", ".join(f"{n} {r}" for r, n in table["reason"].value_counts().items())
     console.print(f"suggested {len(table)} configs ({reasons or 'none left'}) -> {out_csv}")
 
