@@ -13,6 +13,7 @@ from xlarank.cli import app
 from xlarank.cli.common import (
     NPZ,
     EngineOption,
+    OwnThreadsOption,
     SchedulerOption,
     ThreadsOption,
     WorkersOption,
@@ -72,20 +73,20 @@ def rank_graph(
     system: Annotated[str, typer.Option(
         help="Who ranks: xlarank (its graph-local booster), or a published system trained "
              "on the measured configs: tpugraphs-gnn, gru, hybrid (these need jax: "
-             "pip install 'xlarank\\[gnn]').")] = "xlarank",
-    threads: ThreadsOption = 0,
+             "pip install 'xlarank[gnn]').")] = "xlarank",
+    threads: OwnThreadsOption = 0,
 ) -> None:
     """Rank all configs of one graph from the runtimes of some: rank, config_index, score,
     measured, runtime. Repeats of a config index are combined by their median."""
     from xlarank.atomic import atomic_path, output_lock
-    from xlarank.rank.ingraph import read_measured
+    from xlarank.rank.ingraph import read_measured_rows
     from xlarank.systems import rank_graph_with
 
     with _user_errors():
         check_outputs([out_csv], [graph, measured, prior])
         use_threads(threads)
         with output_lock(out_csv):
-            ranked = rank_graph_with(system, graph, read_measured(measured), seed=seed,
+            ranked = rank_graph_with(system, graph, read_measured_rows(measured), seed=seed,
                                      prior=prior)
             with atomic_path(out_csv) as tmp:
                 ranked.to_csv(tmp, index=False)
@@ -98,7 +99,7 @@ def submit(
     models: Annotated[Path, typer.Option(help="Folder of model directories, one per collection.")],
     out_csv: Annotated[Path, typer.Option("--out",
                                           help="Submission CSV.")] = Path("submission.csv"),
-    threads: ThreadsOption = 0,
+    threads: OwnThreadsOption = 0,
 ) -> None:
     """Write the competition CSV (ID,TopConfigs): top 5 for tile, full order for layout."""
     from xlarank.score import load_rankers, submission_files, write_submission
