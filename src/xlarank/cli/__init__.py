@@ -21,9 +21,9 @@ from typing import Annotated
 import typer
 
 from xlarank import __version__
-from xlarank.cli.common import _show_warning, console
+from xlarank.cli.common import XlarankTyper, _show_warning, console
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = XlarankTyper(add_completion=False, no_args_is_help=True,
                   help="Rank XLA compiler configurations (TpuGraphs) by predicted runtime.")
 
 

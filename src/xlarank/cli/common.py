@@ -3,6 +3,8 @@ tables and the option types used by several commands."""
 
 from __future__ import annotations
 
+import sys
+import typing
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -10,15 +12,104 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import typer._click as click
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from xlarank.errors import XlarankError, XlarankWarning
 
-console = Console()
-err_console = Console(stderr=True)
+
+class _PlainArgument(TyperArgument):
+    """An argument shown by its upper-case name alone (DATA, not {data} and <path>)."""
+
+    def display_type_rich(self, ctx: click.Context) -> str | None:
+        return None
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+
+class _PlainOption(TyperOption):
+    """An option shown with a plain metavar (PATH, INT, SPEC), a flag with none."""
+
+    def display_type_rich(self, ctx: click.Context) -> str | None:
+        return None if self.is_flag else self.metavar
+
+
+def _metavar(param: TyperOption) -> str:
+    kind = param.type_descriptor.annotation
+    if typing.get_origin(kind) is list:
+        kind = typing.get_args(kind)[0]
+    if param.type_descriptor.is_path or (isinstance(kind, type) and issubclass(kind, Path)):
+        return "PATH"
+    if kind is int:
+        return "INT"
+    if kind is float:
+        return "NUMBER"
+    return (param.name or "value").upper()
+
+
+def _plain(params: list[click.Parameter]) -> list[click.Parameter]:
+    # Typer builds its own parameter classes, so they are retyped here, once each.
+    for param in params:
+        if isinstance(param, TyperArgument) and not isinstance(param, _PlainArgument):
+            param.__class__ = _PlainArgument
+            param.metavar = param.metavar or (param.name or "value").upper()
+        elif isinstance(param, TyperOption) and not isinstance(param, _PlainOption):
+            param.__class__ = _PlainOption
+            param.metavar = param.metavar or _metavar(param)
+        else:
+            continue
+        # Help texts are literal: '[gnn]' is not rich markup to be swallowed.
+        if param.help:
+            param.help = escape(param.help)
+    return params
+
+
+class PlainCommand(TyperCommand):
+    """A command whose help shows plain metavars and literal brackets."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = escape(self.help) if self.help else self.help
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return _plain(super().get_params(ctx))
+
+
+class PlainGroup(TyperGroup):
+    """The root group, shown as `PlainCommand` is."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return _plain(super().get_params(ctx))
+
+
+class XlarankTyper(typer.Typer):
+    """typer.Typer whose commands are `PlainCommand`s, so a command added later with a
+    plain ``@app.command()`` shows its help like the others."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cls=PlainGroup, **kwargs)
+
+    def command(self, name: str | None = None, *, cls: type | None = None, **kwargs):
+        return super().command(name, cls=cls or PlainCommand, **kwargs)
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console that wraps at the terminal's width, and off a terminal (a pipe, a log
+    file, make's output) not at all: a table or line cut at rich's default 80 columns
+    is harder to read and to grep."""
+    stream = sys.stderr if stderr else sys.stdout
+    wide = None if stream is not None and stream.isatty() else 10_000
+    return Console(stderr=stderr, width=wide, soft_wrap=wide is not None)
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 
 @contextmanager
@@ -34,7 +125,11 @@ def _user_errors() -> Iterator[None]:
 @contextmanager
 def _progress(label: str, total: int) -> Iterator[Callable[..., None]]:
     """A progress bar on stderr that appears with the first finished item, so an error
-    raised before any work leaves stderr holding only its one line. Yields tick(item=None)."""
+    raised before any work leaves stderr holding only its one line. Yields tick(item=None).
+    Off a terminal there is no bar: its redraws would fill a log with lines."""
+    if not err_console.is_terminal:
+        yield lambda _item=None: None
+        return
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeRemainingColumn(), console=err_console, transient=True)
     task = bar.add_task(label, total=total)
@@ -99,6 +194,10 @@ WorkersOption = Annotated[int, typer.Option(help="Parallel workers: local proces
 ThreadsOption = Annotated[int, typer.Option(min=0, help="Threads for the boosters and kernels, "
                                             "shared by local --workers; 0: the cores, shared "
                                             "among make's parallel jobs. A Dask task uses 1.")]
+# For the commands without --workers: one process, its threads.
+OwnThreadsOption = Annotated[int, typer.Option(min=0, help="Threads for the boosters and "
+                                               "kernels; 0: the cores, shared among make's "
+                                               "parallel jobs.")]
 
 
 def _parse_seeds(text: str) -> list[int]:

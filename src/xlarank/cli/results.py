@@ -10,7 +10,7 @@ import typer
 from xlarank.atomic import Input, Output, check_outputs
 from xlarank.cli import app
 from xlarank.cli.common import (
-    ThreadsOption,
+    OwnThreadsOption,
     _show_table,
     _user_errors,
     console,
@@ -31,7 +31,7 @@ def evaluate(
     out_csv: Annotated[Path | None, typer.Option("--out", help="Per-graph metrics CSV; a "
                                                  "summary JSON is written beside it.")] = None,
     name: Annotated[str | None, typer.Option(help="Run name in the summary.")] = None,
-    threads: ThreadsOption = 0,
+    threads: OwnThreadsOption = 0,
 ) -> None:
     """Per-graph and mean metrics: Kendall tau and OPA (layout), slowdown@K (tile)."""
     from xlarank.score import SUMMARY_SUFFIX, evaluate_model
@@ -75,7 +75,7 @@ def report(
     train_frame: Annotated[Path | None, typer.Option("--train", help="Training frame, "
                                                      "for its learning curve.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random-order peer.")] = 0,
-    threads: ThreadsOption = 0,
+    threads: OwnThreadsOption = 0,
 ) -> None:
     """HTML page with PNG plots and a metrics CSV: per-graph metric, rank scatter, feature
     importance, learning curve, next to the peers."""

@@ -14,8 +14,8 @@ from xlarank.cli import app
 from xlarank.cli.common import (
     NPZ,
     EngineOption,
+    OwnThreadsOption,
     SchedulerOption,
-    ThreadsOption,
     WorkersOption,
     _named_files,
     _parse_seeds,
@@ -130,7 +130,7 @@ def tune(
                                                       "running trial finishes).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the parameter draws.")] = 0,
     log: Annotated[Path | None, typer.Option(help="CSV of every trial.")] = None,
-    threads: ThreadsOption = 0,
+    threads: OwnThreadsOption = 0,
 ) -> None:
     """Random search over a booster spec's parameters (bounded by --trials / --max-minutes);
     writes the best spec on the validation frame."""
