@@ -117,7 +117,9 @@ def _user_errors() -> Iterator[None]:
     try:
         yield
     except XlarankError as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False,
+        # One line, even when a library's message that it quotes spans several.
+        message = " ".join(str(exc).split())
+        err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False,
                           soft_wrap=True)
         raise typer.Exit(2) from None
 

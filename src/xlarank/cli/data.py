@@ -33,7 +33,7 @@ def synth(
     preset: Annotated[str, typer.Option(help="Size: tiny, demo, small, or real (the real "
                                         "dataset's file counts and size mix).")] = "demo",
     seed: Annotated[int, typer.Option(help="Same seed, same files.")] = 0,
-    workers: WorkersOption = 1,
+    workers: Annotated[int, typer.Option(help="Parallel worker processes.")] = 1,
 ) -> None:
     """Write a synthetic dataset in the official tree (all five collections).
 
@@ -54,7 +54,8 @@ def synth(
 def specs(
     kind: Annotated[str | None, typer.Option(help="feature or booster [both].")] = None,
 ) -> None:
-    """List the packaged specs: their names work as --spec from any folder."""
+    """List the packaged specs: their names work as --spec of featurize, train and tune
+    from any folder."""
     from xlarank.specs import KINDS, packaged_specs
 
     with _user_errors():

@@ -99,7 +99,8 @@ def _read_table(path) -> pd.DataFrame:
         ending = next((e for e in _COMPRESSED if str(path).lower().endswith(e)), None)
         how = (f"; its name ends in {ending}, so it is read as {ending[1:]}-compressed: "
                "rename a plain CSV to .csv" if ending else "")
-        reason = getattr(exc, "strerror", None) or exc
+        # Some decompressors explain over several lines; the error is one.
+        reason = " ".join(str(getattr(exc, "strerror", None) or exc).split())
         raise MeasuredError(f"{path}: cannot read measured runtimes ({reason}){how}"
                             ) from None
     header = [str(name) for name in raw.iloc[0]] if len(raw) else []
