@@ -190,9 +190,10 @@ EngineOption = Annotated[str, typer.Option(help="local, or dask: a Dask cluster 
                                            "processes).")]
 SchedulerOption = Annotated[str | None, typer.Option(help="Address of a running Dask "
                                                      "scheduler, e.g. tcp://host:8786.")]
+# One text for every command with --workers (synth has no --engine, so none is named).
 WorkersOption = Annotated[int, typer.Option(help="Parallel workers: local processes, or with "
-                                            "--engine dask the processes of the local Dask "
-                                            "cluster (unused with --scheduler).")]
+                                            "a Dask engine the processes of its local "
+                                            "cluster (unused with a scheduler).")]
 ThreadsOption = Annotated[int, typer.Option(min=0, help="Threads for the boosters and kernels, "
                                             "shared by local --workers; 0: the cores, shared "
                                             "among make's parallel jobs. A Dask task uses 1.")]

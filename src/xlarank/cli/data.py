@@ -33,7 +33,7 @@ def synth(
     preset: Annotated[str, typer.Option(help="Size: tiny, demo, small, or real (the real "
                                         "dataset's file counts and size mix).")] = "demo",
     seed: Annotated[int, typer.Option(help="Same seed, same files.")] = 0,
-    workers: Annotated[int, typer.Option(help="Parallel worker processes.")] = 1,
+    workers: WorkersOption = 1,
 ) -> None:
     """Write a synthetic dataset in the official tree (all five collections).
 
