@@ -48,7 +48,12 @@ def load_eval_indices(path: str | Path) -> dict[str, list[int]]:
     raw = read_structured(path, "eval indices file")
     if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
         raise XlarankError(f"{path}: expected a JSON object of graph name -> list of indices")
-    return {str(k): [int(i) for i in v] for k, v in raw.items()}
+    for graph, indices in raw.items():
+        bad = [i for i in indices if isinstance(i, bool) or not isinstance(i, int) or i < 0]
+        if bad:
+            raise XlarankError(f"{path}: graph {graph}: {bad[0]!r} is not a config index "
+                               "(a whole number >= 0)")
+    return {str(k): list(v) for k, v in raw.items()}
 
 
 def per_graph_metrics(frame: pd.DataFrame, score: np.ndarray, is_tile: bool,

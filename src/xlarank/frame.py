@@ -156,6 +156,10 @@ def check_schema(path: str | Path, meta: FrameMeta, schema: pa.Schema) -> None:
     metadata promises: key columns or feature columns missing (renamed, dropped), or of
     the wrong type (a runtime of strings)."""
     names = set(schema.names)
+    twice = sorted(n for n in names if schema.names.count(n) > 1)
+    if twice:
+        raise XlarankError(f"{path}: frame has more than one column named "
+                           f"{', '.join(map(repr, twice[:3]))}; featurize again")
     missing = [k for k in KEY_TYPES if k not in names]
     if missing:
         raise XlarankError(f"{path}: frame lacks the key column(s) {', '.join(missing)}; "
