@@ -60,9 +60,9 @@ test-fast: dev ## the suite without the slow, dask and gnn tests (under a minute
 lint: dev ## ruff over src, tests and bench (settings in pyproject.toml)
 	$(BIN)/ruff check src tests bench
 
-fuzz: dev ## long fuzzing of reader, featurizer, model cards, specs, outputs: FUZZ_EXAMPLES per strategy
+fuzz: dev ## long fuzzing of reader, featurizer, model cards, specs, outputs, frames, measured CSVs: FUZZ_EXAMPLES per strategy
 	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz.py \
-	    --hypothesis-show-statistics -k "mutations or members or generated or cards or spec_files or output_paths"
+	    --hypothesis-show-statistics -k "mutations or members or generated or cards or spec_files or output_paths or frame_files or measured_files"
 
 # ---------------------------------------------------------------- pipeline
 # DATA is a dataset root holding npz/ (real TpuGraphs or `xlarank synth` output).
@@ -169,12 +169,21 @@ $(DEMO_DATA)/synth.json: src/xlarank/data/synth.py | $(VENV)/.installed
 	rm -rf $(DEMO_DATA)
 	$(XLARANK) synth $(DEMO_DATA) --preset demo --seed $(SEED)
 
-demo: $(DEMO_DATA)/synth.json ## set up, then the whole pipeline on generated demo data
-	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory -j2 evaluate report submission DATA=$(DEMO_DATA) && \
-	echo "demo finished in $$(( $$(date +%s) - start ))s (synthetic data from 'xlarank synth', not TpuGraphs);" \
-	    "plots: reports/$(notdir $(DEMO_DATA))/html/<collection>/index.html," \
-	    "submission: reports/$(notdir $(DEMO_DATA))/submission.csv"
+# The steps' own output (make's command lines, each command's result line, warnings) goes
+# to DEMO_LOG, so what the demo prints is the table it promises; a failure shows the log's
+# end. Commands off a terminal draw no progress bars and wrap no lines.
+DEMO_REPORTS := reports/$(notdir $(DEMO_DATA))
+DEMO_LOG ?= $(DEMO_REPORTS)/demo.log
+demo: $(DEMO_DATA)/synth.json ## set up, then the whole pipeline on generated demo data: the table of results (steps logged to DEMO_LOG)
+	@start=$$(date +%s); mkdir -p $(dir $(DEMO_LOG)); \
+	if $(MAKE) --no-print-directory -s -j2 evaluate report submission DATA=$(DEMO_DATA) \
+	        > $(DEMO_LOG) 2>&1; then \
+	    $(XLARANK) compare $(DEMO_REPORTS) && \
+	    echo "demo finished in $$(( $$(date +%s) - start ))s (synthetic data from 'xlarank synth', not TpuGraphs);" \
+	        "plots: $(DEMO_REPORTS)/html/<collection>/index.html," \
+	        "submission: $(DEMO_REPORTS)/submission.csv, every step's output: $(DEMO_LOG)"; \
+	else status=$$?; tail -n 15 $(DEMO_LOG); \
+	    echo "demo failed (exit $$status); every step's output: $(DEMO_LOG)"; exit $$status; fi
 
 # A scheduler and two single-threaded workers on loopback, as a user's cluster would be;
 # xlarank connects to it with --scheduler. Outputs go beside the local demo's.

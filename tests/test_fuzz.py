@@ -361,3 +361,168 @@ def test_output_paths(tmp_path_factory, kind, want, name):
         assert sorted(p.name for p in path.iterdir()) == ["f"]
     leftovers = [p for p in path.parent.iterdir() if p.name.startswith(f".{path.name}.")]
     assert leftovers == []
+
+
+# ---------------------------------------------------------------- frames and measured CSVs
+
+@pytest.fixture(scope="module")
+def fuzz_frame(fuzz_model, tiny_data, tmp_path_factory):
+    """A small labelled tile frame (valid split) and the model of its spec."""
+    from xlarank.data.collections import get_collection, split_files
+    from xlarank.featurize import featurize_files
+
+    tile = get_collection("tile-xla")
+    path = tmp_path_factory.mktemp("fuzz_frame") / "valid.parquet"
+    featurize_files(split_files(tiny_data, tile, "valid"), path, tile, "valid", SPEC)
+    return path
+
+
+FRAME_MUTATIONS = ("meta value", "meta drop", "meta bytes", "column drop", "column rename",
+                   "column type", "column values", "rows")
+CELL_VALUES = (st.none() | st.integers(-2**63, 2**63 - 1) | st.floats()
+               | st.text(max_size=6))
+
+
+def _mutated_frame(source: Path, target: Path, data) -> None:
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    raw = pq.read_metadata(source).metadata[b"xlarank"]
+    table = pq.read_table(source)
+    kind = data.draw(st.sampled_from(FRAME_MUTATIONS))
+    if kind == "meta value":
+        raw = json.dumps(_mutate_card(json.loads(raw), data)).encode()
+    elif kind == "meta drop":
+        record = json.loads(raw)
+        del record[data.draw(st.sampled_from(sorted(record)))]
+        raw = json.dumps(record).encode()
+    elif kind == "meta bytes":
+        raw = data.draw(st.binary(max_size=40) | st.sampled_from([b"[]", b"{}", b"null"]))
+    else:
+        name = data.draw(st.sampled_from(table.column_names))
+        column = table.schema.get_field_index(name)
+        if kind == "column drop":
+            table = table.remove_column(column)
+        elif kind == "column rename":
+            names = list(table.column_names)
+            names[column] = data.draw(st.text(max_size=8) | st.sampled_from(names))
+            table = table.rename_columns(names)
+        elif kind == "column type":
+            to = data.draw(st.sampled_from([pa.string(), pa.float64(), pa.int8(), pa.bool_(),
+                                            pa.float16()]))
+            try:
+                values = table[name].cast(to, safe=False)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                values = pa.array([str(v) for v in table[name].to_pylist()])
+            table = table.set_column(column, name, values)
+        elif kind == "column values":
+            values = table[name].to_pylist()
+            for _ in range(data.draw(st.integers(1, 3))):
+                values[data.draw(st.integers(0, len(values) - 1))] = data.draw(CELL_VALUES)
+            try:
+                array = pa.array(values, type=table.schema.field(name).type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                array = pa.array([None if v is None else str(v) for v in values])
+            table = table.set_column(column, name, array)
+        else:
+            order = data.draw(st.lists(st.integers(0, table.num_rows - 1), max_size=40))
+            table = table.take(pa.array(order, type=pa.int64()))
+    pq.write_table(table.replace_schema_metadata({b"xlarank": raw}), target)
+
+
+@pytest.mark.slow
+@given(data=st.data())
+def test_frame_files(fuzz_frame, fuzz_model, tmp_path_factory, data):
+    """A mutated frame's metadata or columns: every command's reader gives a frame it can
+    score and evaluate, or XlarankError, nothing else."""
+    from hypothesis import event
+
+    from xlarank.data.collections import get_collection
+    from xlarank.errors import XlarankError
+    from xlarank.evaluate import per_graph_metrics, random_scores
+    from xlarank.frame import read_frame, read_meta
+    from xlarank.rank.model import load_model
+
+    path = tmp_path_factory.mktemp("frame") / "f.parquet"
+    _mutated_frame(fuzz_frame, path, data)
+    try:
+        meta = read_meta(path)
+        table, meta = read_frame(path)
+    except XlarankError:
+        event("refused")
+        return
+    event("accepted")
+    is_tile = get_collection(meta.collection).is_tile
+    model = load_model(fuzz_model)
+    try:
+        model.check_frame(meta, str(path))
+        scores = model.predict(table)
+    except XlarankError:
+        scores = random_scores(table, 0)
+    assert len(scores) == len(table)
+    with contextlib.suppress(XlarankError):
+        per_graph_metrics(table, scores, is_tile)
+
+
+CSV_FIELDS = (st.integers(-5, 10**6).map(str) | st.floats().map(repr) | st.text(max_size=5)
+              | st.sampled_from(["", "nan", "inf", "-1", "1e400", '"1,2"', "0x10", " 7 "]))
+CSV_NAMES = ("m.csv", "m", "m.xz", "m.bz2", "m.gz", "m.zip", "m.zst", "m.tar", "m.csv.gz",
+             "m.tgz")
+
+
+def _compressed(name: str, raw: bytes, data) -> bytes:
+    import bz2
+    import gzip
+    import lzma
+
+    how = data.draw(st.sampled_from(["plain", "matching", "truncated"]))
+    if how == "plain":
+        return raw
+    packed = (gzip.compress(raw) if name.endswith((".gz", ".tgz")) else bz2.compress(raw)
+              if name.endswith(".bz2") else lzma.compress(raw) if name.endswith(".xz")
+              else _zipped(raw) if name.endswith(".zip") else raw)
+    if how == "truncated":
+        packed = packed[: data.draw(st.integers(0, max(0, len(packed) - 1)))]
+    return packed
+
+
+def _zipped(raw: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        z.writestr("m.csv", raw)
+    return buffer.getvalue()
+
+
+@pytest.mark.slow
+@given(data=st.data())
+def test_measured_files(tmp_path_factory, data):
+    """A measured CSV of any rows, name and compression: read_measured gives whole config
+    indices and positive finite runtimes, or MeasuredError naming the file."""
+    from hypothesis import event
+
+    from xlarank.rank.ingraph import MeasuredError, read_measured
+
+    header = data.draw(st.sampled_from(["config_index,runtime", "runtime,config_index",
+                                        "config_index,runtime,note", "config_index", ""]))
+    # Mostly well-formed rows of two whole numbers, so acceptance is explored too.
+    good = st.lists(st.integers(1, 10**6).map(str), min_size=2, max_size=2)
+    row = st.one_of(good, good, good, st.lists(CSV_FIELDS, min_size=0, max_size=4))
+    rows = data.draw(st.lists(row, max_size=8))
+    text = "\n".join([header, *(",".join(row) for row in rows)])
+    raw = (data.draw(st.binary(max_size=60)) if data.draw(st.booleans()) and not rows
+           else text.encode())
+    name = data.draw(st.sampled_from(CSV_NAMES[:2]) | st.sampled_from(CSV_NAMES))
+    path = tmp_path_factory.mktemp("measured") / name
+    path.write_bytes(_compressed(name, raw, data))
+    try:
+        table = read_measured(path)
+    except MeasuredError as exc:
+        assert str(path) in str(exc)
+        event("refused")
+        return
+    event("accepted")
+    assert list(table.columns) == ["config_index", "runtime"]
+    assert table["config_index"].dtype == np.int64 and (table["config_index"] >= 0).all()
+    assert np.isfinite(table["runtime"]).all() and (table["runtime"] > 0).all()

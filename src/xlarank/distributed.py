@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from xlarank.errors import XlarankError
-from xlarank.frame import read_meta, row_group_graph_sizes
+from xlarank.frame import read_keys, read_meta, row_group_graph_sizes
 from xlarank.rank.boosters import DaskArrays, get_library
 from xlarank.rank.ranker import Ranker
 from xlarank.rank.spec import RankerSpec
@@ -116,9 +116,9 @@ def train_ranker_dask(client, frame_path: str | Path, spec: RankerSpec,
 
     frame_path = str(frame_path)
     meta = read_meta(frame_path)
-    keys = pq.read_table(frame_path, columns=["runtime", "graph_id"])
+    keys = read_keys(frame_path)
     collection = check_trainable(meta, spec, keys["runtime"].to_numpy(),
-                                 keys["graph_id"].to_numpy())
+                                 keys["graph_id"].to_numpy(), where=frame_path)
     by_row_group = row_group_graph_sizes(frame_path)
     workers = len(client.scheduler_info()["workers"])
     # Partitions are runs of row groups, so each holds whole graphs.

@@ -10,7 +10,6 @@ summaries. This module imports no ranker, so training and tuning can use its met
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
@@ -49,18 +48,25 @@ def load_eval_indices(path: str | Path) -> dict[str, list[int]]:
     raw = read_structured(path, "eval indices file")
     if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
         raise XlarankError(f"{path}: expected a JSON object of graph name -> list of indices")
-    return {str(k): [int(i) for i in v] for k, v in raw.items()}
+    for graph, indices in raw.items():
+        bad = [i for i in indices if isinstance(i, bool) or not isinstance(i, int) or i < 0]
+        if bad:
+            raise XlarankError(f"{path}: graph {graph}: {bad[0]!r} is not a config index "
+                               "(a whole number >= 0)")
+    return {str(k): list(v) for k, v in raw.items()}
 
 
 def per_graph_metrics(frame: pd.DataFrame, score: np.ndarray, is_tile: bool,
-                      eval_indices: dict[str, list[int]] | None = None) -> pd.DataFrame:
+                      eval_indices: dict[str, list[int]] | None = None,
+                      where: str = "the frame") -> pd.DataFrame:
     """One row per graph: its configs, Kendall tau, OPA and slowdown@K (tile: and score).
 
-    ``eval_indices`` restricts a listed graph to those config indices. A frame without
-    runtimes (a test split) is refused.
+    ``eval_indices`` restricts a listed graph to those config indices; a graph of which
+    they keep no config is left out with an `XlarankWarning` naming it. A frame without
+    runtimes (a test split) is refused; ``where`` names the frame in messages.
     """
     if not (frame["runtime"].to_numpy() > 0).any():
-        raise XlarankError("the frame has no runtimes (all zero: a test split?); "
+        raise XlarankError(f"{where}: the frame has no runtimes (all zero: a test split?); "
                            "evaluate on a labelled split such as valid")
     target = ranking_target(frame, is_tile)
     rows, start = [], 0
@@ -68,10 +74,11 @@ def per_graph_metrics(frame: pd.DataFrame, score: np.ndarray, is_tile: bool,
     if eval_indices is not None:
         missing = len(set(ids) - set(eval_indices))
         if missing:
-            warnings.warn(f"the eval indices list no configs for {missing} of the frame's "
+            warnings.warn(f"{where}: the eval indices list no configs for {missing} of the frame's "
                           f"{len(set(ids))} graphs; those are evaluated on all their configs",
                           XlarankWarning, stacklevel=2)
     configs = frame["config_index"].to_numpy()
+    emptied = []
     for size in group_sizes(frame):
         sl = slice(start, start + size)
         start += size
@@ -80,6 +87,7 @@ def per_graph_metrics(frame: pd.DataFrame, score: np.ndarray, is_tile: bool,
             keep = np.isin(configs[sl], eval_indices[graph_id])
             s, t = s[keep], t[keep]
         if len(t) == 0:
+            emptied.append(str(graph_id))
             continue
         row = {"graph_id": graph_id, "configs": len(t), "kendall_tau": kendall_tau(s, t),
                "opa": ordered_pair_accuracy(s, t)}
@@ -88,6 +96,12 @@ def per_graph_metrics(frame: pd.DataFrame, score: np.ndarray, is_tile: bool,
         if is_tile:
             row["score"] = 1.0 - row["slowdown_5"]
         rows.append(row)
+    if emptied:
+        named = ", ".join(emptied[:5]) + (f" and {len(emptied) - 5} more" if len(emptied) > 5
+                                          else "")
+        warnings.warn(f"{where}: the eval indices keep none of the configs of "
+                      f"{len(emptied)} graph(s), left out of the means: {named}",
+                      XlarankWarning, stacklevel=2)
     return pd.DataFrame(rows)
 
 
@@ -146,6 +160,26 @@ def default_layout_scores(frame: pd.DataFrame) -> np.ndarray:
     return frame["c_default_out_frac"].to_numpy(dtype=np.float64)
 
 
+def _summary_record(path: Path) -> dict:
+    """One summary JSON as `evaluate_model` writes it, XlarankError naming the file if it
+    is not: an object with run, collection, headline and the headline's number."""
+    record = read_structured(path, "summary")
+    if not isinstance(record, dict):
+        raise XlarankError(f"{path}: summary is a JSON {type(record).__name__}, expected an "
+                           "object (written by 'xlarank evaluate --out')")
+    missing = [k for k in ("run", "collection", "headline") if k not in record]
+    if missing:
+        raise XlarankError(f"{path}: summary lacks {', '.join(missing)}")
+    headline_name = record["headline"]
+    if not all(isinstance(record[k], str) for k in ("run", "collection", "headline")):
+        raise XlarankError(f"{path}: summary's run, collection and headline must be text")
+    value = record.get(headline_name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise XlarankError(f"{path}: summary's headline metric {headline_name!r} is not a "
+                           "number")
+    return record
+
+
 def compare_runs(folder: str | Path, out: str | Path | None = None) -> pd.DataFrame:
     """Each collection's headline metric across runs, from the summary JSON files that
     `evaluate_model` wrote anywhere under ``folder``.
@@ -161,7 +195,7 @@ def compare_runs(folder: str | Path, out: str | Path | None = None) -> pd.DataFr
     folder = Path(folder)
     if out is not None:
         check_output(out)
-    records = [json.loads(p.read_text()) for p in sorted(folder.rglob("*" + SUMMARY_SUFFIX))]
+    records = [_summary_record(p) for p in sorted(folder.rglob("*" + SUMMARY_SUFFIX))]
     if not records:
         raise XlarankError(f"{folder}: no *{SUMMARY_SUFFIX} (run 'xlarank evaluate --out')")
     table = pd.DataFrame(records)

@@ -18,7 +18,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xlarank.atomic import atomic_path, check_output, output_lock, write_text_atomic
-from xlarank.data.collections import COLLECTIONS, SPLITS, Collection, get_collection, split_files
+from xlarank.data.collections import (
+    COLLECTIONS,
+    SPLITS,
+    Collection,
+    get_collection,
+    npz_root,
+    split_files,
+)
 from xlarank.data.graph import load_graph
 from xlarank.engine import map_ordered
 from xlarank.errors import BadGraphError, XlarankError
@@ -182,15 +189,38 @@ class FrameJob:
     out: Path
 
 
+def loose_files(data: str | Path) -> list[Path] | None:
+    """The npz files of a plain folder (recursive, sorted) or the one npz file ``data``
+    is; None for a dataset root (its tree says which files are which)."""
+    data = Path(data)
+    if data.is_file():
+        return [data]
+    try:
+        npz_root(data)
+    except XlarankError:
+        return sorted(data.rglob("*.npz")) if data.is_dir() else None
+    return None
+
+
 def frame_jobs(data: str | Path, spec: FeatureSpec, collection: str = "all",
                split: str = "all", out: Path | None = None,
                out_dir: Path | None = None) -> list[FrameJob]:
     """The frames to make of a dataset root: every (collection, split) with npz files, at
     ``out_dir/<collection>/<split>.parquet`` (default features/frames/<spec name>), or at
-    ``out`` when exactly one is chosen."""
+    ``out`` when exactly one is chosen. With one collection and one split, ``data`` may
+    also be a plain folder of npz files (searched recursively) or one npz file, as
+    ``xlarank score`` takes them."""
     chosen = list(COLLECTIONS) if collection == "all" else [get_collection(collection)]
     splits = list(SPLITS) if split == "all" else [split]
-    found = [(c, s, split_files(data, c, s)) for c in chosen for s in splits]
+    if split != "all" and split not in SPLITS:
+        raise XlarankError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
+    loose = loose_files(data)
+    if loose is not None and (collection == "all" or split == "all"):
+        raise XlarankError(f"{data}: not a TpuGraphs tree (npz/tile/xla/..., "
+                           "npz/layout/...); to featurize a plain folder or file, give one "
+                           "--collection and one --split")
+    found = ([(chosen[0], split, loose)] if loose is not None
+             else [(c, s, split_files(data, c, s)) for c in chosen for s in splits])
     found = [f for f in found if f[2]]
     if not found:
         raise XlarankError(f"{data}: no npz files for collection {collection}, split {split}")

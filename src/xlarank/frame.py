@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from xlarank import __version__
 from xlarank.atomic import atomic_path
-from xlarank.data.collections import Collection
+from xlarank.data.collections import Collection, get_collection
 from xlarank.errors import MismatchError, XlarankError
 from xlarank.features.spec import FEATURE_SCHEMA_VERSION, FeatureSpec
 
@@ -92,29 +92,169 @@ def write_frame(path: str | Path, blocks: Iterable[pd.DataFrame | pa.Table],
     return rows
 
 
+KEY_TYPES = {"graph_id": "text", "config_index": "integer", "runtime": "number",
+             "normalizer": "number"}
+_META_FIELDS = {"collection": str, "split": (str, type(None)), "spec": dict,
+                "feature_names": list, "skipped": list, "dedup": bool,
+                "xlarank_version": str}
+_REQUIRED_META = ("collection", "split", "spec", "feature_names")
+
+
+def _meta_from_json(path: Path, raw: bytes) -> FrameMeta:
+    """FrameMeta of the ``xlarank`` metadata value, XlarankError naming the frame and the
+    fault otherwise: the record is written by `write_frame`, but a frame is a file that
+    anything can have edited."""
+    def fault(what: str) -> XlarankError:
+        return XlarankError(f"{path}: frame metadata ('xlarank' key) {what}; make frames "
+                            "with 'xlarank featurize'")
+
+    try:
+        record = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise fault("is not JSON") from None
+    if not isinstance(record, dict):
+        raise fault(f"is a JSON {type(record).__name__}, expected an object")
+    missing = [k for k in _REQUIRED_META if k not in record]
+    if missing:
+        raise fault(f"lacks {', '.join(missing)}")
+    # Fields of other xlarank versions are left out rather than refused.
+    known = {k: v for k, v in record.items() if k in _META_FIELDS}
+    for key, value in known.items():
+        if not isinstance(value, _META_FIELDS[key]):
+            raise fault(f"field {key!r} is a {type(value).__name__}")
+    if not all(isinstance(n, str) for n in known["feature_names"]):
+        raise fault("field 'feature_names' holds non-strings")
+    if len(set(known["feature_names"])) != len(known["feature_names"]):
+        raise fault("field 'feature_names' names a column twice")
+    if set(known["feature_names"]) & set(KEY_TYPES):
+        raise fault("field 'feature_names' names a key column")
+    if not isinstance(known["spec"].get("hash"), str) or not isinstance(
+            known["spec"].get("name"), str):
+        raise fault("field 'spec' lacks its name or hash")
+    try:
+        get_collection(known["collection"])
+    except XlarankError as exc:
+        raise fault(f"names an {exc}") from None
+    return FrameMeta(**known)
+
+
+def _kind(dtype: pa.DataType) -> str | None:
+    """What an arrow column holds, in KEY_TYPES' words."""
+    if pa.types.is_dictionary(dtype):
+        dtype = dtype.value_type
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        return "text"
+    if pa.types.is_integer(dtype):
+        return "integer"
+    if pa.types.is_floating(dtype):
+        return "float"
+    return None
+
+
+def check_schema(path: str | Path, meta: FrameMeta, schema: pa.Schema) -> None:
+    """Refuse (XlarankError naming the frame) a frame whose columns are not those its
+    metadata promises: key columns or feature columns missing (renamed, dropped), or of
+    the wrong type (a runtime of strings)."""
+    names = set(schema.names)
+    twice = sorted(n for n in names if schema.names.count(n) > 1)
+    if twice:
+        raise XlarankError(f"{path}: frame has more than one column named "
+                           f"{', '.join(map(repr, twice[:3]))}; featurize again")
+    missing = [k for k in KEY_TYPES if k not in names]
+    if missing:
+        raise XlarankError(f"{path}: frame lacks the key column(s) {', '.join(missing)}; "
+                           "make frames with 'xlarank featurize'")
+    absent = [n for n in meta.feature_names if n not in names]
+    if absent:
+        more = f" and {len(absent) - 3} more" if len(absent) > 3 else ""
+        raise XlarankError(f"{path}: feature column(s) {', '.join(map(repr, absent[:3]))}"
+                           f"{more} named in the frame's metadata are missing (renamed or "
+                           "dropped); featurize again")
+    for name in [*KEY_TYPES, *meta.feature_names]:
+        kind = _kind(schema.field(name).type)
+        wanted = KEY_TYPES.get(name, "number")
+        ok = kind == wanted or (wanted == "number" and kind in ("integer", "float"))
+        if not ok:
+            raise XlarankError(f"{path}: column {name!r} holds {schema.field(name).type}, "
+                               f"expected {'numbers' if wanted == 'number' else wanted}")
+
+
+def check_columns(where: str, meta: FrameMeta, frame: pd.DataFrame) -> None:
+    """`check_schema` of a frame in memory: the key and feature columns are there, and
+    all but graph_id hold numbers."""
+    missing = [n for n in [*KEY_TYPES, *meta.feature_names] if n not in frame.columns]
+    if missing:
+        raise XlarankError(f"{where}: lacks column(s) {', '.join(map(repr, missing[:3]))}"
+                           f"{' and more' if len(missing) > 3 else ''}")
+    for name in [*KEY_TYPES, *meta.feature_names][1:]:
+        if not pd.api.types.is_numeric_dtype(frame[name]) or frame[name].dtype == bool:
+            raise XlarankError(f"{where}: column {name!r} holds {frame[name].dtype}, "
+                               "expected numbers")
+
+
+def check_rows(path: str | Path, graph_ids: np.ndarray, runtime: np.ndarray) -> None:
+    """Refuse (XlarankError naming the frame, and the graph and row at fault) a frame with
+    no rows, rows not contiguous per graph, or runtimes that no measurement gives: NaN,
+    infinite or negative anywhere, zero in a labelled frame (one with any runtime). A
+    test split's runtimes are all zero."""
+    if len(graph_ids) == 0:
+        raise XlarankError(f"{path}: the frame has no rows")
+    starts = np.flatnonzero(np.r_[True, graph_ids[1:] != graph_ids[:-1]])
+    if len(starts) != len(pd.unique(graph_ids)):
+        seen: set = set()
+        for start in starts:
+            if graph_ids[start] in seen:
+                raise XlarankError(f"{path}: frame rows are not contiguous per graph: graph "
+                                   f"{graph_ids[start]} starts again at row {start}")
+            seen.add(graph_ids[start])
+    runtime = np.asarray(runtime, dtype=np.float64)
+    bad = ~np.isfinite(runtime) | (runtime < 0)
+    if (runtime > 0).any():
+        bad |= runtime == 0
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise XlarankError(f"{path}: row {row} (graph {graph_ids[row]}): runtime "
+                           f"{runtime[row]:g} is not a positive number, in a labelled frame; "
+                           "featurize again")
+
+
 def read_meta(path: str | Path) -> FrameMeta:
-    """The metadata of a frame, without reading its rows."""
+    """The metadata of a frame, without reading its rows; its columns are checked against
+    it (`check_schema`)."""
     path = Path(path)
     try:
-        raw = pq.read_metadata(path).metadata or {}
+        parquet_meta = pq.read_metadata(path)
+        schema = parquet_meta.schema.to_arrow_schema()
     except FileNotFoundError:
         raise XlarankError(f"{path}: frame not found") from None
     except (pa.ArrowInvalid, OSError) as exc:
         raise XlarankError(f"{path}: not a readable parquet frame ({exc})") from None
+    raw = parquet_meta.metadata or {}
     if META_KEY not in raw:
         raise XlarankError(f"{path}: parquet file without xlarank metadata; "
                            "make frames with 'xlarank featurize'")
-    meta = FrameMeta(**json.loads(raw[META_KEY]))
+    meta = _meta_from_json(path, raw[META_KEY])
     if meta.spec.get("schema") != FEATURE_SCHEMA_VERSION:
         raise MismatchError(f"{path}: frame of feature schema {meta.spec.get('schema')}, "
                             f"this xlarank reads {FEATURE_SCHEMA_VERSION}; featurize again")
+    check_schema(path, meta, schema)
     return meta
 
 
+def read_keys(path: str | Path) -> pa.Table:
+    """The graph_id and runtime columns of a checked frame (`read_meta` first), after
+    `check_rows`."""
+    keys = pq.read_table(path, columns=["runtime", "graph_id"])
+    check_rows(path, keys["graph_id"].to_numpy(), keys["runtime"].to_numpy())
+    return keys
+
+
 def read_frame(path: str | Path) -> tuple[pd.DataFrame, FrameMeta]:
-    """A frame's rows and metadata; rows stay contiguous per graph, in file order."""
+    """A frame's rows and metadata; rows stay contiguous per graph, in file order. The
+    metadata, columns and rows are checked (`read_meta`, `check_rows`)."""
     meta = read_meta(path)
     frame = pq.read_table(path).to_pandas()
+    check_rows(path, frame["graph_id"].to_numpy(), frame["runtime"].to_numpy())
     return frame, meta
 
 

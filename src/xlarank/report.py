@@ -69,6 +69,23 @@ def metrics_table(inputs: ReportInputs
     return pd.DataFrame(rows), per_graph, scores
 
 
+# Columns of the metrics table that count graphs: whole numbers, shown as such.
+COUNT_COLUMNS = ("graphs", "graphs_without_tau")
+# Tile is judged by its top five: the scatter shows the configs ranked in the top
+# TILE_SCATTER_TOP by measurement or by prediction, not all of a kernel's thousands.
+TILE_SCATTER_TOP = 20
+TILE_JUDGED_TOP = 5
+
+
+def counts_as_ints(table: pd.DataFrame) -> pd.DataFrame:
+    """A copy of the metrics table whose count columns are ints (8, not 8.0)."""
+    shown = table.copy()
+    for column in COUNT_COLUMNS:
+        if column in shown:
+            shown[column] = shown[column].round().astype("Int64")
+    return shown
+
+
 def write_report(inputs: ReportInputs, out_dir: str | Path, scatter_graphs: int = 4) -> Path:
     """Write index.html, metrics.csv and the PNGs into ``out_dir`` (replaced whole)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401 (registers Agg)
@@ -80,7 +97,7 @@ def write_report(inputs: ReportInputs, out_dir: str | Path, scatter_graphs: int 
     table, per_graph, scores = metrics_table(inputs)
     out_dir = Path(out_dir)
     with atomic_dir(out_dir) as tmp:
-        table.to_csv(tmp / "metrics.csv", index=False)
+        counts_as_ints(table).to_csv(tmp / "metrics.csv", index=False)
         _per_graph_plot(per_graph, main_name, metric, label).savefig(tmp / IMAGES[0], dpi=110)
         _scatter_plot(inputs.frame, scores[main_name], is_tile,
                       scatter_graphs).savefig(tmp / IMAGES[1], dpi=110)
@@ -161,6 +178,8 @@ def _per_graph_plot(per_graph: dict[str, pd.DataFrame], main: str, metric: str, 
                                                 if clipped.any() else ""))
     ax.set_xlim(low, high)
     ax.set_yticks(y, graphs if len(graphs) <= 60 else [""] * len(graphs), fontsize=7)
+    # Worst first, read from the top: the first (worst) bar is drawn at the top.
+    ax.invert_yaxis()
     ax.set_xlabel(label)
     ax.axvline(0, color="black", linewidth=0.6)
     ax.set_title(f"{label} per graph (mean {order[metric].mean():.4f})")
@@ -183,13 +202,34 @@ def _scatter_plot(frame: pd.DataFrame, score: np.ndarray, is_tile: bool, n_graph
         rows = slice(starts[g], starts[g + 1])
         measured = rankdata(target[rows])          # 1 = fastest
         predicted = rankdata(-score[rows])         # 1 = predicted fastest
-        ax.scatter(measured, predicted, s=5, alpha=0.5)
-        ax.plot([1, len(measured)], [1, len(measured)], color="grey", linewidth=0.6)
-        ax.set_title(f"{ids[starts[g]][:24]} ({len(measured)} configs)", fontsize=8)
+        configs = len(measured)
+        if is_tile:
+            measured, predicted = tile_scatter_points(measured, predicted)
+        ax.scatter(measured, predicted, s=5 if not is_tile else 12, alpha=0.5)
+        if is_tile:
+            top = TILE_SCATTER_TOP
+            ax.set_xlim(0.5, top + 0.5)
+            ax.set_ylim(0.5, top + 0.5)
+            ax.plot([1, top], [1, top], color="grey", linewidth=0.6)
+            for line in (ax.axvline, ax.axhline):
+                line(TILE_JUDGED_TOP + 0.5, color="C3", linewidth=0.6, linestyle="--")
+            ax.set_title(f"{ids[starts[g]][:24]} (top {top} of {configs})", fontsize=8)
+        else:
+            ax.plot([1, configs], [1, configs], color="grey", linewidth=0.6)
+            ax.set_title(f"{ids[starts[g]][:24]} ({configs} configs)", fontsize=8)
         ax.set_xlabel("measured rank (1 = fastest)", fontsize=8)
         if k == 0:
             ax.set_ylabel("predicted rank", fontsize=8)
     return fig
+
+
+def tile_scatter_points(measured: np.ndarray, predicted: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """The (measured, predicted) ranks of a tile kernel's configs that lie in the top
+    TILE_SCATTER_TOP by either, ranks beyond it drawn at the axis' edge."""
+    keep = (measured <= TILE_SCATTER_TOP) | (predicted <= TILE_SCATTER_TOP)
+    edge = TILE_SCATTER_TOP + 0.4
+    return np.minimum(measured[keep], edge), np.minimum(predicted[keep], edge)
 
 
 def _importance_plot(gain: pd.Series, top: int = 20):
@@ -235,6 +275,7 @@ def _learning_plot(inputs: ReportInputs, model, is_tile: bool, metric: str, labe
 def _page(inputs: ReportInputs, table: pd.DataFrame, main_name: str, model,
           label: str) -> str:
     card = model.card
+    is_tile = get_collection(inputs.meta.collection).is_tile
     kind = (f"ensemble of {len(card['members'])}: "
             + ", ".join(f"{m['name']} (seed {m['seed']})" for m in card["members"])
             if card.get("kind") == "ensemble" else f"{card['library']} {card['objective']}")
@@ -249,14 +290,17 @@ def _page(inputs: ReportInputs, table: pd.DataFrame, main_name: str, model,
     }
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
                    for k, v in facts.items())
-    shown = table.copy()
-    numeric = shown.select_dtypes("number").columns
+    shown = counts_as_ints(table)
+    numeric = shown.select_dtypes("float").columns
     shown[numeric] = shown[numeric].round(4)
     captions = {
         "per_graph.png": f"{label} per graph, worst first: bars for {main_name}, marks for "
                          "the other systems.",
-        "rank_scatter.png": "Predicted against measured rank for the largest graphs; "
-                            "points on the diagonal are ranked right.",
+        "rank_scatter.png": ("Predicted against measured rank for the largest graphs; "
+                             "points on the diagonal are ranked right"
+                             + (f" (the top {TILE_SCATTER_TOP} by either; the tile metric "
+                                f"judges the top {TILE_JUDGED_TOP}, dashed; ranks beyond "
+                                "the axis at its edge)." if is_tile else ".")),
         "importance.png": "Which features the booster split on, by total gain.",
         "learning_curve.png": f"{label} against boosting rounds.",
     }

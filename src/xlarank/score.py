@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import functools
 import json
+import os
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -17,9 +18,9 @@ import pandas as pd
 
 from xlarank.atomic import atomic_path, check_output, locks_outputs, write_text_atomic
 from xlarank.data.collections import COLLECTIONS, Collection, get_collection, split_files
-from xlarank.data.graph import load_graph
+from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.engine import map_ordered
-from xlarank.errors import BadGraphError, XlarankError, XlarankWarning
+from xlarank.errors import BadGraphError, MismatchError, XlarankError, XlarankWarning
 from xlarank.evaluate import (
     SUMMARY_SUFFIX,
     headline_metric,
@@ -69,14 +70,46 @@ def npz_inputs(inputs: Iterable[str | Path]) -> list[Path]:
 def ranked_configs(graph, ranker: Model) -> tuple[np.ndarray, np.ndarray]:
     """(config indices best first, their scores) for every config of a graph, duplicates too.
 
-    ranker: a model (`load_model`), or anything with ``score(graph)`` giving float64
-    (n_configs,), higher is faster (a fitted `xlarank.systems` system)."""
+    graph: a graph from `load_graph` (``configs=False`` is enough) or an npz path;
+    ranker: a model (`load_model`) or its directory, or anything with ``score(graph)``
+    giving float64 (n_configs,), higher is faster (a fitted `xlarank.systems` system).
+    A model of another collection than the graph's (as ``xlarank score`` refuses it) is
+    a `MismatchError`; arguments of other types a TypeError."""
+    if isinstance(graph, str | os.PathLike):
+        graph = load_graph(graph, configs=False)
+    elif not isinstance(graph, TileGraph | LayoutGraph):
+        raise TypeError(f"graph: expected an npz path or a graph from xlarank.load_graph, "
+                        f"got {type(graph).__name__}")
+    if isinstance(ranker, str | os.PathLike):
+        ranker = load_model(ranker)
+    elif not (hasattr(ranker, "score") or hasattr(ranker, "predict")):
+        raise TypeError(f"ranker: expected a model from xlarank.load_model or its directory, "
+                        f"got {type(ranker).__name__}")
+    card = getattr(ranker, "card", None)
+    if isinstance(card, dict) and "collection" in card:
+        check_model_collection(graph, card["collection"])
     if hasattr(ranker, "score"):
         score = np.asarray(ranker.score(graph), dtype=np.float64)
     else:
         score = ranker.predict(featurize_graph(graph, ranker.feature_spec))
     order = np.argsort(-score, kind="stable")
     return order.astype(np.int64), score[order]
+
+
+def check_model_collection(graph: TileGraph | LayoutGraph, trained_on: str) -> None:
+    """MismatchError if a model trained on collection ``trained_on`` cannot rank ``graph``:
+    another collection than the graph's, or for a graph outside the official layout
+    (collection unknown) a tile model for a layout graph or the reverse."""
+    model_is_tile = get_collection(trained_on).is_tile
+    graph_is_tile = isinstance(graph, TileGraph)
+    if graph.collection is not None:
+        if graph.collection.id != trained_on:
+            raise MismatchError(f"{graph.path}: collection {graph.collection.id}, but the "
+                                f"model was trained on {trained_on}")
+    elif model_is_tile != graph_is_tile:
+        kind = "tile" if graph_is_tile else "layout"
+        raise MismatchError(f"{graph.path}: a {kind} graph, but the model was trained on "
+                            f"{trained_on}")
 
 
 @functools.lru_cache(maxsize=4)
@@ -259,7 +292,7 @@ def evaluate_model(frame_path: str | Path, model_dir: str | Path | None, seed: i
     else:
         scores = random_scores(table, seed)
     indices = load_eval_indices(eval_indices) if eval_indices else None
-    per_graph = per_graph_metrics(table, scores, is_tile, indices)
+    per_graph = per_graph_metrics(table, scores, is_tile, indices, where=str(frame_path))
     summary = summarize(per_graph)
     run = name or (model_dir.parent.name if model_dir is not None else "random")
     record = {"run": run, "collection": meta.collection, "split": meta.split,

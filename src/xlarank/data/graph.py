@@ -7,6 +7,7 @@ times smaller than the float32 on disk.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from xlarank.data.collections import Collection, locate
 from xlarank.data.npzstream import NpzStream, ReadAhead
 from xlarank.errors import BadGraphError
 from xlarank.kernels.configs import config_row_hashes, config_to_int8
+from xlarank.kernels.graph import cycle_edge
 
 N_NODE_FEATURES = 140
 N_TILE_CONFIG_FEATURES = 24
@@ -25,6 +27,9 @@ N_LAYOUT_CONFIG_FEATURES = 18
 MAX_OPCODE = 120
 SHAPE_DIM_COLUMNS = slice(21, 27)
 MAX_DIM = 2**31
+# Real files stay below 1e9; float32 sums and products of node features over 40,000 nodes
+# stay finite below this, where 3e38 overflowed them.
+MAX_NODE_FEATURE = 1e18
 # Configs are streamed in blocks of this many bytes of float32. Reading a block holds
 # about 2.5 times this (compressed input, decompressed bytes, int8 copy); bigger blocks
 # do not read faster.
@@ -105,8 +110,12 @@ def load_graph(path: str | Path, collection: Collection | None = None,
 
     The collection and split come from the official directory layout; ``collection``
     overrides it for files kept elsewhere. ``configs=False`` skips a layout file's config
-    tensor (only its header is checked). Raises `BadGraphError` naming the file and fault.
+    tensor (only its header is checked). Raises `BadGraphError` naming the file and fault,
+    TypeError for a ``path`` that is not one.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"load_graph: expected an npz path (str or Path), got "
+                        f"{type(path).__name__}")
     path = Path(path)
     try:
         str(path).encode()
@@ -162,6 +171,12 @@ def _check_common(path: Path, a: dict[str, np.ndarray]) -> dict[str, np.ndarray]
     node_feat = node_feat.astype(np.float32, copy=False)
     if not np.all(np.isfinite(node_feat)):
         _fail(path, "node_feat: holds NaN or infinite values")
+    beyond = np.abs(node_feat) > MAX_NODE_FEATURE
+    if beyond.any():
+        node, column = (int(i) for i in np.argwhere(beyond)[0])
+        _fail(path, f"node_feat: node {node}, column {column}: {node_feat[node, column]:g} "
+                    f"is beyond {MAX_NODE_FEATURE:g} (no tensor has that many elements or "
+                    "bytes)")
     dims = node_feat[:, SHAPE_DIM_COLUMNS]
     if dims.min() < 0 or dims.max() >= MAX_DIM or np.any(dims != np.round(dims)):
         _fail(path, f"node_feat: shape dims (columns 21-26) must be whole numbers in "
@@ -182,6 +197,7 @@ def _check_common(path: Path, a: dict[str, np.ndarray]) -> dict[str, np.ndarray]
     if edges.size and (edges.min() < 0 or edges.max() >= n):
         _fail(path, f"edge_index: node ids must lie in 0..{n - 1}, found "
                     f"{edges.min()}..{edges.max()}")
+    _check_acyclic(path, edges, n)
     runtime = a["config_runtime"]
     if runtime.ndim != 1:
         _fail(path, f"config_runtime: shape {runtime.shape}, expected (n_configs,)")
@@ -192,6 +208,21 @@ def _check_common(path: Path, a: dict[str, np.ndarray]) -> dict[str, np.ndarray]
         _fail(path, "config_runtime: negative runtime")
     return dict(node_feat=node_feat, node_opcode=opcode.astype(np.uint8),
                 edge_index=edges, config_runtime=runtime)
+
+
+def _check_acyclic(path: Path, edges: np.ndarray, n: int) -> None:
+    """Refuse an edge_index with a cycle or a self-loop: an XLA graph is a DAG, and the
+    topological features would be computed on nonsense. Real files number nodes in
+    topological order, every consumer after what it reads (u > v for each row [u, v]),
+    which a vectorised test confirms at once; any other file gets Kahn's algorithm."""
+    if not edges.size or bool((edges[:, 0] > edges[:, 1]).all()):
+        return
+    edge = int(cycle_edge(np.ascontiguousarray(edges[:, 0]),
+                          np.ascontiguousarray(edges[:, 1]), n))
+    if edge >= 0:
+        u, v = (int(x) for x in edges[edge])
+        what = "is a self-loop" if u == v else "lies on a cycle"
+        _fail(path, f"edge_index: row {edge} [{u}, {v}] {what}; the graph must be acyclic")
 
 
 def _check_tile(path: Path, a: dict[str, np.ndarray], c: int) -> dict[str, np.ndarray]:

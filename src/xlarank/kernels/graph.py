@@ -171,3 +171,72 @@ def gnn_message_layer(h, operand_ptr, operand_idx, user_ptr, user_idx, w_self, w
                 acc += h[v, f] * w_self[f, g] + inbound[f] * w_in[f, g] + outbound[f] * w_out[f, g]
             out[v, g] = np.tanh(acc)
     return out
+
+
+@njit(cache=True)
+def cycle_edge(src, dst, n_nodes):
+    """Index of an edge that lies on a directed cycle (a self-loop included) of the graph
+    of edges src[e] -> dst[e], or -1 if it is acyclic.
+
+    Kahn's algorithm removes every node no remaining edge points to; what is left each
+    has a remaining in-edge, so walking in-edges backwards from any of them must return
+    to a node of the walk, closing a cycle whose last step is the edge returned.
+    src, dst: int64 (n_edges,).
+    """
+    n_edges = src.shape[0]
+    indptr = np.zeros(n_nodes + 1, dtype=np.int64)  # in-edges grouped by their head
+    for e in range(n_edges):
+        indptr[dst[e] + 1] += 1
+    for i in range(n_nodes):
+        indptr[i + 1] += indptr[i]
+    fill = indptr[:-1].copy()
+    in_edges = np.empty(n_edges, dtype=np.int64)
+    out_deg = np.zeros(n_nodes + 1, dtype=np.int64)  # out-edges grouped by their tail
+    for e in range(n_edges):
+        in_edges[fill[dst[e]]] = e
+        fill[dst[e]] += 1
+        out_deg[src[e] + 1] += 1
+    for i in range(n_nodes):
+        out_deg[i + 1] += out_deg[i]
+    fill = out_deg[:-1].copy()
+    out_edges = np.empty(n_edges, dtype=np.int64)
+    for e in range(n_edges):
+        out_edges[fill[src[e]]] = e
+        fill[src[e]] += 1
+    indegree = np.diff(indptr)
+    stack = np.empty(n_nodes, dtype=np.int64)
+    top = 0
+    for i in range(n_nodes):
+        if indegree[i] == 0:
+            stack[top] = i
+            top += 1
+    removed = np.zeros(n_nodes, dtype=np.bool_)
+    while top > 0:
+        top -= 1
+        node = stack[top]
+        removed[node] = True
+        for k in range(out_deg[node], out_deg[node + 1]):
+            head = dst[out_edges[k]]
+            indegree[head] -= 1
+            if indegree[head] == 0:
+                stack[top] = head
+                top += 1
+    start = -1
+    for i in range(n_nodes):
+        if not removed[i]:
+            start = i
+            break
+    if start < 0:
+        return -1
+    on_walk = np.zeros(n_nodes, dtype=np.bool_)
+    node = start
+    while True:
+        on_walk[node] = True
+        for k in range(indptr[node], indptr[node + 1]):
+            edge = in_edges[k]
+            if not removed[src[edge]]:
+                break
+        tail = src[edge]
+        if on_walk[tail]:
+            return edge
+        node = tail

@@ -29,11 +29,19 @@ on one scale and interleave, and the measured configs keep the order of their ru
 
 from __future__ import annotations
 
+import lzma
+import os
+import re
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
 from xlarank.data.collections import get_collection
-from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks, load_graph
 from xlarank.errors import MismatchError, XlarankError
 from xlarank.features.build import KEY_COLUMNS, featurize_graph
 from xlarank.features.spec import FeatureSpec
@@ -58,15 +66,59 @@ class MeasuredError(XlarankError):
 def read_measured(path) -> pd.DataFrame:
     """A measured-runtimes CSV with columns config_index,runtime (more columns are
     ignored): config_index int64 (n,), runtime float64 (n,) in ns."""
-    try:
-        table = pd.read_csv(path)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError,
-            pd.errors.EmptyDataError) as exc:
-        raise MeasuredError(f"{path}: cannot read measured runtimes ({exc})") from None
+    table = _read_table(path)
     missing = [c for c in MEASURED_COLUMNS if c not in table.columns]
     if missing:
         raise MeasuredError(f"{path}: needs columns config_index,runtime; missing {missing}")
     return check_measured(table[list(MEASURED_COLUMNS)], str(path))
+
+
+def read_measured_rows(path) -> pd.DataFrame:
+    """`read_measured`, refusing a file of no rows (a header alone): ranking needs runtimes,
+    and the fault is the CSV's, not the graph's."""
+    table = read_measured(path)
+    if table.empty:
+        raise MeasuredError(f"{path}: no measured rows (a header alone); give the runtimes "
+                            "of at least two configs")
+    return table
+
+
+# pandas picks a decompressor from these endings of a file name.
+_COMPRESSED = (".gz", ".bz2", ".zip", ".xz", ".zst", ".tar", ".tgz", ".tbz2", ".txz")
+# What the decompressors and the parser raise on a file that is not what its name says.
+_READ_FAULTS = (OSError, ValueError, EOFError, ImportError, lzma.LZMAError,
+                zipfile.BadZipFile, zlib.error, tarfile.TarError)
+
+
+def _read_table(path) -> pd.DataFrame:
+    """The CSV's rows as text, columns named by its first line, or MeasuredError naming
+    the file and the fault: a row with more fields than the header (which pandas would
+    otherwise take for an index column, shifting every value), or a file whose name's
+    compression ending does not match its content."""
+    try:
+        raw = pd.read_csv(path, header=None, dtype=str, index_col=False)
+    except pd.errors.EmptyDataError:
+        raise MeasuredError(f"{path}: cannot read measured runtimes (the file is empty)"
+                            ) from None
+    except pd.errors.ParserError as exc:
+        found = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
+        if found is None:
+            raise MeasuredError(f"{path}: cannot read measured runtimes ({exc})") from None
+        header, line, saw = map(int, found.groups())
+        raise MeasuredError(f"{path}: row {line - 1} (line {line}) has extra fields: {saw}, "
+                            f"the header has {header}") from None
+    except _READ_FAULTS as exc:
+        ending = next((e for e in _COMPRESSED if str(path).lower().endswith(e)), None)
+        how = (f"; its name ends in {ending}, so it is read as {ending[1:]}-compressed: "
+               "rename a plain CSV to .csv" if ending else "")
+        # Some decompressors explain over several lines; the error is one.
+        reason = " ".join(str(getattr(exc, "strerror", None) or exc).split())
+        raise MeasuredError(f"{path}: cannot read measured runtimes ({reason}){how}"
+                            ) from None
+    header = [str(name) for name in raw.iloc[0]] if len(raw) else []
+    table = raw.iloc[1:].reset_index(drop=True)
+    table.columns = header
+    return table
 
 
 def check_measured(measured: pd.DataFrame, where: str = "measured") -> pd.DataFrame:
@@ -95,6 +147,10 @@ def config_columns(graph: TileGraph | LayoutGraph) -> np.ndarray:
     """float32 (n_configs, n_raw): the raw config columns, one row per config."""
     if isinstance(graph, TileGraph):
         return graph.config_feat.astype(np.float32)
+    if graph.node_config_feat is None:  # loaded with configs=False: read them block by block
+        with config_blocks(graph) as blocks:
+            parts = [block.reshape(len(block), -1) for block, _ in blocks]
+        return np.concatenate(parts).astype(np.float32)
     return graph.node_config_feat.reshape(graph.n_configs, -1).astype(np.float32)
 
 
@@ -130,6 +186,9 @@ def checked_prior(graph: TileGraph | LayoutGraph, prior):
     """``prior`` loaded (a model directory, or a ranker as is; None stays None), after
     refusing (`MismatchError`) a model of another collection than the graph's."""
     if prior is not None and not hasattr(prior, "predict"):
+        if not isinstance(prior, str | os.PathLike):
+            raise TypeError(f"prior: expected a model directory (str or Path) or a loaded "
+                            f"model (xlarank.load_model), got {type(prior).__name__}")
         prior = load_model(prior)
     if prior is not None:
         trained_on = prior.card["collection"]
@@ -146,13 +205,15 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
                threads: int | None = None, spec: FeatureSpec = IN_GRAPH_SPEC) -> pd.DataFrame:
     """Rank every config of one graph from the runtimes of some of them.
 
-    graph: a TileGraph or LayoutGraph with its configs, or an npz path; measured: columns
-    config_index and runtime (ns); the file's own runtimes are never read, so a test
-    file (runtimes all zero) is the normal case. Repeats of one config index are combined
-    by their median. prior: a model directory or a loaded ranker of the graph's
-    collection, whose score becomes one more input. spec: the feature families beside
-    the raw columns (for ablations; the default is IN_GRAPH_SPEC). threads: the booster's
-    (None: the process's chosen count, `xlarank.threads`).
+    graph: a TileGraph or LayoutGraph (with its configs or ``configs=False``: then they
+    are read again), or an npz path; measured: a DataFrame (or a dict of columns) with
+    config_index and runtime (ns), or a CSV path (`read_measured`); the file's own
+    runtimes are never read, so a test file (runtimes all zero) is the normal case.
+    Repeats of one config index are combined by their median. prior: a model directory
+    or a loaded ranker of the graph's collection, whose score becomes one more input.
+    spec: the feature families beside the raw columns (for ablations; the default is
+    IN_GRAPH_SPEC). threads: the booster's (None or 0: the process's chosen count,
+    `xlarank.threads`).
 
     Returns a DataFrame of n_configs rows, best first: rank (1 = predicted fastest),
     config_index, score (higher is faster: minus the log runtime, measured where measured,
@@ -161,12 +222,15 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
     runtimes, unmeasured ones between them where the booster places them; the rank
     column keeps the booster's order where scores tie (beyond the measured range).
     Raises `MeasuredError` for unknown config indices, fewer than two distinct measured
-    configs, or runtimes that are all equal.
+    configs, or runtimes that are all equal; `MismatchError` for a prior of another
+    collection; TypeError for arguments of the wrong type, XlarankError for negative
+    threads.
     """
     import lightgbm as lgb
 
-    if not isinstance(graph, (TileGraph, LayoutGraph)):
-        graph = load_graph(graph)
+    graph = graph_with_configs(graph)
+    measured = measured_table(measured)
+    seed, threads = _whole(seed, "seed"), _threads(threads)
     runtime = measured_runtimes(graph, measured)
     rows = runtime.index.to_numpy(np.int64)
     prior = checked_prior(graph, prior)
@@ -204,6 +268,54 @@ def interleaved_scores(score: np.ndarray, runtime: pd.Series) -> np.ndarray:
     mapped = np.interp(score, np.sort(score[rows]), np.sort(measured_score))
     mapped[rows] = measured_score
     return mapped
+
+
+def graph_with_configs(graph) -> TileGraph | LayoutGraph:
+    """``graph`` (a TileGraph, a LayoutGraph, or an npz path) with its configs in memory: a
+    layout graph loaded with ``configs=False`` (the scoring form) is read again whole."""
+    if isinstance(graph, LayoutGraph) and graph.node_config_feat is None:
+        return load_graph(graph.path, collection=graph.collection)
+    if isinstance(graph, TileGraph | LayoutGraph):
+        return graph
+    if isinstance(graph, str | os.PathLike):
+        return load_graph(graph)
+    raise TypeError(f"graph: expected an npz path (str or Path) or a graph from "
+                    f"xlarank.load_graph, got {type(graph).__name__}")
+
+
+def measured_table(measured) -> pd.DataFrame:
+    """Measured runtimes as a DataFrame: one given, a dict of columns (config_index,
+    runtime), or a CSV path (`read_measured`); TypeError for anything else."""
+    if isinstance(measured, pd.DataFrame):
+        return measured
+    if isinstance(measured, Mapping):
+        try:
+            return pd.DataFrame(dict(measured))
+        except ValueError as exc:
+            raise MeasuredError(f"measured: the dict's columns do not make a table ({exc})"
+                                ) from None
+    if isinstance(measured, str | os.PathLike):
+        return read_measured(measured)
+    raise TypeError("measured: expected a DataFrame (or a dict of columns) with "
+                    "config_index and runtime, or a CSV path, got "
+                    f"{type(measured).__name__}")
+
+
+def _whole(value, name: str) -> int:
+    # bool is an int to Python, but seed=True is a mistake, not a seed.
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def _threads(threads) -> int | None:
+    if threads is None:
+        return None
+    threads = _whole(threads, "threads")
+    if threads < 0:
+        raise XlarankError(f"threads={threads}: give 0 or None (the chosen count) or a "
+                           "positive number")
+    return threads
 
 
 def measured_runtimes(graph: TileGraph | LayoutGraph, measured: pd.DataFrame) -> pd.Series:

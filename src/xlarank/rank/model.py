@@ -7,6 +7,7 @@ and reports use only the `Model` interface below, so they never ask which kind t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Protocol
 
@@ -53,7 +54,11 @@ class Model(Protocol):
 
 
 def load_model(directory: str | Path) -> Model:
-    """The `Ranker` or `Ensemble` saved in a directory."""
+    """The `Ranker` or `Ensemble` saved in a directory (TypeError for a ``directory``
+    that is not a path)."""
+    if not isinstance(directory, str | os.PathLike):
+        raise TypeError(f"load_model: expected a model directory (str or Path), got "
+                        f"{type(directory).__name__}")
     directory = Path(directory)
     card = read_card(directory)
     if card.get("kind") == ENSEMBLE_KIND:

@@ -203,6 +203,12 @@ class Ranker:
         if meta.collection != card["collection"]:
             raise MismatchError(f"{where}: collection {meta.collection}, but the model was "
                                 f"trained on {card['collection']}")
+        # The hash says which spec made the frame; the names say what it still holds.
+        absent = [n for n in self.feature_names if n not in set(meta.feature_names)]
+        if absent:
+            raise MismatchError(f"{where}: lacks {len(absent)} of the model's feature "
+                                f"column(s), e.g. {absent[0]!r}; featurize with the model's "
+                                "spec")
 
     @property
     def rounds(self) -> int:

@@ -24,7 +24,7 @@ import pandas as pd
 from xlarank import __version__
 from xlarank.data.collections import Collection, get_collection
 from xlarank.errors import MismatchError, XlarankError, XlarankWarning
-from xlarank.frame import FrameMeta, group_sizes, read_meta
+from xlarank.frame import FrameMeta, check_columns, check_rows, group_sizes, read_keys, read_meta
 from xlarank.rank.boosters import get_library
 from xlarank.rank.labels import faster_share, log_slowdown, relevance_grades
 from xlarank.rank.ranker import MODEL_FORMAT, Ranker
@@ -33,33 +33,38 @@ from xlarank.target import ranking_target
 
 
 def check_trainable(meta: FrameMeta, spec: RankerSpec, runtime: np.ndarray | None = None,
-                    graph_ids: np.ndarray | None = None) -> Collection:
+                    graph_ids: np.ndarray | None = None, *, where: str = "frame",
+                    spec_label: str | None = None) -> Collection:
     """The frame's collection, after refusing frames this spec cannot train on: frames of
     another feature spec or of a collection the spec is not made for and, given the
     frame's runtimes (n_rows,), frames without rows or without runtimes (a test split).
     Given also each row's graph id (n_rows,), a frame where no graph has two configs of
     different runtimes is refused, and one where some graphs have none gets an
-    `XlarankWarning`: such a graph teaches no ranking."""
+    `XlarankWarning`: such a graph teaches no ranking. ``where`` names the frame and
+    ``spec_label`` the spec (as the user gave it; the spec's own name by default) in the
+    messages."""
+    label = spec_label or repr(spec.name)
     if meta.spec["name"] != spec.features:
-        raise MismatchError(f"frame has feature spec {meta.spec['name']!r}, booster spec "
-                            f"{spec.name!r} wants {spec.features!r}")
+        raise MismatchError(f"{where} has feature spec {meta.spec['name']!r}, booster spec "
+                            f"{label} wants {spec.features!r}")
     collection = get_collection(meta.collection)
     if spec.collections and collection.id not in spec.collections:
-        raise MismatchError(f"frame is of {collection.id}, booster spec {spec.name!r} is made "
+        raise MismatchError(f"{where} is of {collection.id}, booster spec {label} is made "
                             f"for {', '.join(spec.collections)}")
     if runtime is not None:
         if len(runtime) == 0:
-            raise XlarankError("the training frame has no rows")
+            raise XlarankError(f"{where}: the training frame has no rows")
         if not (runtime > 0).any():
-            raise MismatchError("the training frame has no runtimes (all zero: a test split?)")
+            raise MismatchError(f"{where}: the training frame has no runtimes (all zero: a "
+                                "test split?)")
     if runtime is not None and graph_ids is not None:
         distinct = pd.Series(runtime).groupby(graph_ids, sort=False).nunique()
         flat = int((distinct < 2).sum())
         if flat == len(distinct):
             raise XlarankError(
-                f"the training frame's {len(distinct)} graph(s) each have one distinct config "
-                "or all-equal runtimes: there is no ranking to learn; featurize more graphs "
-                "(or --no-dedup if duplicates were merged)")
+                f"{where}: the training frame's {len(distinct)} graph(s) each have one "
+                "distinct config or all-equal runtimes: there is no ranking to learn; "
+                "featurize more graphs (or --no-dedup if duplicates were merged)")
         if flat:
             warnings.warn(f"{flat} of {len(distinct)} training graphs have one distinct "
                           "config or all-equal runtimes; they teach the ranker nothing",
@@ -138,9 +143,13 @@ def train_ranker(frame: pd.DataFrame, meta: FrameMeta, spec: RankerSpec,
     At most ``spec.max_configs_per_graph`` configs per graph are drawn (seeded) for
     training. ``threads`` 0 lets the booster choose.
     """
+    check_columns("the training frame", meta, frame)
+    check_rows("the training frame", frame["graph_id"].to_numpy(),
+               frame["runtime"].to_numpy())
     collection = check_trainable(meta, spec, frame["runtime"].to_numpy(),
-                                 frame["graph_id"].to_numpy())
+                                 frame["graph_id"].to_numpy(), where="the training frame")
     x, labels, sizes = training_arrays(frame, meta.feature_names, collection.is_tile, spec)
+    check_features(x, "the training frame")
     return _fit(meta, spec, collection, x, labels, sizes, len(group_sizes(frame)), len(frame),
                 threads)
 
@@ -153,9 +162,10 @@ def train_ranker_from_file(path: str | Path, spec: RankerSpec, threads: int = 0)
     import pyarrow.parquet as pq
 
     meta = read_meta(path)
-    keys = pq.read_table(path, columns=["runtime", "graph_id"])
+    keys = read_keys(path)
     graph_ids = keys["graph_id"].to_numpy()
-    collection = check_trainable(meta, spec, keys["runtime"].to_numpy(), graph_ids)
+    collection = check_trainable(meta, spec, keys["runtime"].to_numpy(), graph_ids,
+                                 where=str(path))
     del keys
     columns = ["graph_id", "runtime", "normalizer", *meta.feature_names]
     parquet = pq.ParquetFile(path)
@@ -163,8 +173,17 @@ def train_ranker_from_file(path: str | Path, spec: RankerSpec, threads: int = 0)
                              meta.feature_names, collection.is_tile, spec)
              for group in range(parquet.metadata.num_row_groups)]
     x, labels, sizes = (np.concatenate([part[k] for part in parts]) for k in range(3))
+    check_features(x, str(path))
     return _fit(meta, spec, collection, x, labels, sizes, len(pd.unique(graph_ids)),
                 len(graph_ids), threads)
+
+
+def check_features(x: np.ndarray, where: str) -> None:
+    """Refuse training rows whose features are all NaN: a booster fits one leaf to them,
+    a model that ranks nothing."""
+    if x.size and np.isnan(x).all():
+        raise XlarankError(f"{where}: every feature value of the training rows is NaN; "
+                           "there is nothing to learn from: featurize again")
 
 
 def _fit(meta: FrameMeta, spec: RankerSpec, collection: Collection, x: np.ndarray,

@@ -24,7 +24,7 @@ from xlarank.rank.ensemble import load_training_plan, train_ensemble
 from xlarank.rank.model import Model
 from xlarank.rank.ranker import CARD_FILE, Ranker
 from xlarank.rank.spec import RankerSpec
-from xlarank.rank.train import train_ranker_from_file
+from xlarank.rank.train import check_trainable, train_ranker_from_file
 from xlarank.specs import default_booster_spec, spec_path
 
 
@@ -83,9 +83,16 @@ def train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
     frame_path = Path(frame_path)
     check_output(out_dir, "dir", marker=CARD_FILE)
     meta = read_meta(frame_path)
+    typed = [str(p) for p in spec_paths] or [get_collection(meta.collection).slug]
     spec_paths = ([spec_path(p, "booster") for p in spec_paths] if spec_paths
                   else [default_booster_spec(get_collection(meta.collection).slug)])
     plans = [load_training_plan(p) for p in spec_paths]
+    # Checked here, before any training, so a mismatch names the spec as it was typed,
+    # not by the name inside its file.
+    for given, (members, _) in zip(typed, plans, strict=True):
+        for member in members:
+            label = repr(given) if len(members) == 1 else f"{given!r} (member {member.name!r})"
+            check_trainable(meta, member, where=str(frame_path), spec_label=label)
     specs = [member for members, _ in plans for member in members]
     plan_seeds = {tuple(seed_list) for _, seed_list in plans if seed_list}
     if len(plan_seeds) > 1 and not seeds:

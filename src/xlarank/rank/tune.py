@@ -142,7 +142,7 @@ def tune_spec_file(train_path: str | Path, valid_path: str | Path, spec_path: st
     start_spec = load_ranker_spec(specs.spec_path(spec_path, "booster"))
     train_table, meta = read_frame(train_path)
     valid_table, valid_meta = read_frame(valid_path)
-    check_trainable(meta, start_spec)
+    check_trainable(meta, start_spec, where=str(train_path), spec_label=repr(str(spec_path)))
     if valid_meta.spec_hash != meta.spec_hash or valid_meta.collection != meta.collection:
         raise XlarankError(f"{valid_path}: not the training frame's collection and "
                            "feature spec")

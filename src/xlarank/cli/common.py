@@ -1,0 +1,213 @@
+"""What the command modules share: the consoles, error and warning display, progress bars,
+tables and the option types used by several commands."""
+
+from __future__ import annotations
+
+import sys
+import typing
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import typer._click as click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+from xlarank.errors import XlarankError, XlarankWarning
+
+
+class _PlainArgument(TyperArgument):
+    """An argument shown by its upper-case name alone (DATA, not {data} and <path>)."""
+
+    def display_type_rich(self, ctx: click.Context) -> str | None:
+        return None
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+
+class _PlainOption(TyperOption):
+    """An option shown with a plain metavar (PATH, INT, SPEC), a flag with none."""
+
+    def display_type_rich(self, ctx: click.Context) -> str | None:
+        return None if self.is_flag else self.metavar
+
+
+def _metavar(param: TyperOption) -> str:
+    kind = param.type_descriptor.annotation
+    if typing.get_origin(kind) is list:
+        kind = typing.get_args(kind)[0]
+    if param.type_descriptor.is_path or (isinstance(kind, type) and issubclass(kind, Path)):
+        return "PATH"
+    if kind is int:
+        return "INT"
+    if kind is float:
+        return "NUMBER"
+    return (param.name or "value").upper()
+
+
+def _plain(params: list[click.Parameter]) -> list[click.Parameter]:
+    # Typer builds its own parameter classes, so they are retyped here, once each.
+    for param in params:
+        if isinstance(param, TyperArgument) and not isinstance(param, _PlainArgument):
+            param.__class__ = _PlainArgument
+            param.metavar = param.metavar or (param.name or "value").upper()
+        elif isinstance(param, TyperOption) and not isinstance(param, _PlainOption):
+            param.__class__ = _PlainOption
+            param.metavar = param.metavar or _metavar(param)
+        else:
+            continue
+        # Help texts are literal: '[gnn]' is not rich markup to be swallowed.
+        if param.help:
+            param.help = escape(param.help)
+    return params
+
+
+class PlainCommand(TyperCommand):
+    """A command whose help shows plain metavars and literal brackets."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = escape(self.help) if self.help else self.help
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return _plain(super().get_params(ctx))
+
+
+class PlainGroup(TyperGroup):
+    """The root group, shown as `PlainCommand` is."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return _plain(super().get_params(ctx))
+
+
+class XlarankTyper(typer.Typer):
+    """typer.Typer whose commands are `PlainCommand`s, so a command added later with a
+    plain ``@app.command()`` shows its help like the others."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cls=PlainGroup, **kwargs)
+
+    def command(self, name: str | None = None, *, cls: type | None = None, **kwargs):
+        return super().command(name, cls=cls or PlainCommand, **kwargs)
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console that wraps at the terminal's width, and off a terminal (a pipe, a log
+    file, make's output) not at all: a table or line cut at rich's default 80 columns
+    is harder to read and to grep."""
+    stream = sys.stderr if stderr else sys.stdout
+    wide = None if stream is not None and stream.isatty() else 10_000
+    return Console(stderr=stderr, width=wide, soft_wrap=wide is not None)
+
+
+console = _console()
+err_console = _console(stderr=True)
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    try:
+        yield
+    except XlarankError as exc:
+        # One line, even when a library's message that it quotes spans several.
+        message = " ".join(str(exc).split())
+        err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False,
+                          soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+@contextmanager
+def _progress(label: str, total: int) -> Iterator[Callable[..., None]]:
+    """A progress bar on stderr that appears with the first finished item, so an error
+    raised before any work leaves stderr holding only its one line. Yields tick(item=None).
+    Off a terminal there is no bar: its redraws would fill a log with lines."""
+    if not err_console.is_terminal:
+        yield lambda _item=None: None
+        return
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeRemainingColumn(), console=err_console, transient=True)
+    task = bar.add_task(label, total=total)
+
+    def tick(_item: object = None) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        bar.advance(task)
+
+    try:
+        yield tick
+    finally:
+        if bar.live.is_started:
+            bar.stop()
+
+
+def _named_files(names: Iterable[str | None]) -> list[Path]:
+    """The options that name a file or a packaged spec (or 'random:SEED'): those naming
+    a file, as inputs for `check_outputs`."""
+    return [Path(n) for n in names if n and not n.startswith("random:") and Path(n).exists()]
+
+
+NPZ = "*.npz"
+
+
+def _show_skipped(lines: Iterable[str]) -> None:
+    for line in lines:
+        err_console.print(f"[yellow]skipped[/yellow] {escape(line)}", highlight=False,
+                          soft_wrap=True)
+
+
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, *args, **kwargs) -> None:
+    """xlarank's own warnings as one ``warning:`` line; others as Python shows them."""
+    if not issubclass(category, XlarankWarning):
+        return _python_showwarning(message, category, *args, **kwargs)
+    err_console.print(f"[yellow]warning:[/yellow] {escape(str(message))}", highlight=False,
+                      soft_wrap=True)
+
+
+def _show_table(title: str, columns: Sequence[tuple[str, str]],
+                rows: Iterable[Sequence[str]]) -> None:
+    """Print a table; columns are (header, justify) pairs."""
+    grid = Table(title=title)
+    for header, justify in columns:
+        grid.add_column(header, justify=justify)
+    for row in rows:
+        grid.add_row(*row)
+    console.print(grid)
+
+
+EngineOption = Annotated[str, typer.Option(help="local, or dask: a Dask cluster (the one "
+                                           "at --scheduler, else a local one of --workers "
+                                           "processes).")]
+SchedulerOption = Annotated[str | None, typer.Option(help="Address of a running Dask "
+                                                     "scheduler, e.g. tcp://host:8786.")]
+# One text for every command with --workers (synth has no --engine, so none is named).
+WorkersOption = Annotated[int, typer.Option(help="Parallel workers: local processes, or with "
+                                            "a Dask engine the processes of its local "
+                                            "cluster (unused with a scheduler).")]
+ThreadsOption = Annotated[int, typer.Option(min=0, help="Threads for the boosters and kernels, "
+                                            "shared by local --workers; 0: the cores, shared "
+                                            "among make's parallel jobs. A Dask task uses 1.")]
+# For the commands without --workers: one process, its threads.
+OwnThreadsOption = Annotated[int, typer.Option(min=0, help="Threads for the boosters and "
+                                               "kernels; 0: the cores, shared among make's "
+                                               "parallel jobs.")]
+
+
+def _parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise XlarankError(f"--seeds {text!r}: expected comma-separated integers") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise XlarankError(f"--seeds {text!r}: give one or more distinct integers")
+    return seeds

@@ -1,0 +1,130 @@
+"""Commands that make and inspect inputs: synth, specs, featurize."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from xlarank.atomic import Input, Output, check_outputs
+from xlarank.cli import app
+from xlarank.cli.common import (
+    NPZ,
+    EngineOption,
+    SchedulerOption,
+    ThreadsOption,
+    WorkersOption,
+    _named_files,
+    _progress,
+    _show_skipped,
+    _show_table,
+    _user_errors,
+    console,
+)
+from xlarank.errors import XlarankError
+from xlarank.threads import use_threads
+
+
+@app.command()
+def synth(
+    out_dir: Annotated[Path, typer.Argument(
+        help="Folder to create; gets npz/<collection>/<split>/*.npz.")],
+    preset: Annotated[str, typer.Option(help="Size: tiny, demo, small, or real (the real "
+                                        "dataset's file counts and size mix).")] = "demo",
+    seed: Annotated[int, typer.Option(help="Same seed, same files.")] = 0,
+    workers: WorkersOption = 1,
+) -> None:
+    """Write a synthetic dataset in the official tree (all five collections).
+
+    The files are the same for any --workers.
+    """
+    from xlarank.data.synth import PRESETS, synth_dataset, synth_file_count
+
+    with _user_errors():
+        check_outputs([Output(out_dir, "dir")])
+        if preset not in PRESETS:
+            raise XlarankError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+        with _progress("synth", synth_file_count(preset)) as tick:
+            synth_dataset(out_dir, preset, seed, on_file=tick, workers=workers)
+    console.print(f"wrote synthetic dataset ({preset}, seed {seed}) to {out_dir} "
+              "[dim](synthetic data, not TpuGraphs)[/dim]")
+
+@app.command()
+def specs(
+    kind: Annotated[str | None, typer.Option(help="feature or booster [both].")] = None,
+) -> None:
+    """List the packaged specs: their names work as --spec of featurize, train and tune
+    from any folder."""
+    from xlarank.specs import KINDS, packaged_specs
+
+    with _user_errors():
+        if kind not in (None, *KINDS):
+            raise XlarankError(f"--kind {kind!r}: known kinds are {', '.join(KINDS)}")
+        found = packaged_specs(kind)
+    _show_table("packaged specs", [("kind", "left"), ("name", "left"), ("about", "left")],
+                [(s.kind, s.name, s.summary) for s in found])
+
+@app.command()
+def featurize(
+    ctx: typer.Context,
+    data: Annotated[Path, typer.Argument(help="Dataset root (holding npz/) or its npz folder.")],
+    spec: Annotated[str, typer.Option(help="Feature spec: a TOML file or a packaged spec's "
+                                      "name (xlarank specs).")] = "default",
+    collection: Annotated[str, typer.Option(help="A collection (e.g. tile-xla) or all.")] = "all",
+    split: Annotated[str, typer.Option(help="train, valid, test or all.")] = "all",
+    out_dir: Annotated[Path | None, typer.Option(
+        help="Frames go to OUT_DIR/<collection>/<split>.parquet "
+             "[features/frames/<spec name>].")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Exact frame path, for one collection and one split.")] = None,
+    skip_bad: Annotated[bool, typer.Option(help="Leave out bad files and list them, "
+                                           "instead of stopping at the first.")] = False,
+    workers: WorkersOption = 1,
+    dedup: Annotated[bool | None, typer.Option(
+        "--dedup/--no-dedup", help="One row per distinct config, runtime the duplicates' "
+        "median [default: only for the train split].")] = None,
+    embedding: Annotated[str | None, typer.Option(
+        help="'gnn' adds the gnn family (message-passing embedding columns) to the spec, "
+             "'gru' the gru family (a GRU over the nodes, then the config).")] = None,
+    gnn_weights: Annotated[str | None, typer.Option(
+        help="With --embedding gnn: 'random:SEED' (no training) or a weights .npz "
+             "[the spec's, else random:0].")] = None,
+    gru_weights: Annotated[str | None, typer.Option(
+        help="With --embedding gru: 'random:SEED' (no training) or a weights .npz "
+             "[the spec's, else random:0].")] = None,
+    engine: EngineOption = "local",
+    scheduler: SchedulerOption = None,
+    threads: ThreadsOption = 0,
+) -> None:
+    """Featurize graph files into parquet frames, one per collection and split.
+
+    Each file's features are kept as a part beside the frame, keyed by the file's checksum:
+    a rerun (after a kill, or with files added) redoes only what is missing or changed.
+    The frames are the same for any --workers and --engine.
+    """
+    from xlarank.distributed import engine_client
+    from xlarank.featurize import featurize_files, frame_jobs, resolve_feature_spec
+
+    with _user_errors():
+        use_threads(threads)
+        feature_spec = resolve_feature_spec(spec, embedding, gnn_weights, gru_weights)
+        jobs = frame_jobs(data, feature_spec, collection, split, out, out_dir)
+        check_outputs([job.out for job in jobs],
+                      [Input(data, NPZ), *_named_files([spec, gnn_weights, gru_weights])])
+        with engine_client(engine, scheduler, workers) as client:
+            for job in jobs:
+                with _progress(f"{job.collection.slug}/{job.split}", len(job.files)) as tick:
+                    rows, skipped, reused = featurize_files(
+                        job.files, job.out, job.collection, job.split, feature_spec,
+                        skip_bad=skip_bad, on_file=tick, workers=workers, dedup=dedup,
+                        client=client)
+                again = f" ({reused} unchanged files reused)" if reused else ""
+                console.print(f"{job.collection.slug}/{job.split}: "
+                              f"{len(job.files) - len(skipped)} graphs, {rows} configs"
+                              f"{again} -> {job.out}")
+                if ctx.obj["verbose"]:
+                    console.print(f"  feature spec {feature_spec.name} "
+                                  f"({', '.join(feature_spec.families)}), "
+                                  f"hash {feature_spec.hash}")
+                _show_skipped(skipped)

@@ -1,0 +1,151 @@
+"""Commands that rank configs: score (files), rank-graph (one graph from some measured
+configs), suggest (which configs of one graph to measure next), submit (the competition
+CSV)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from xlarank.atomic import Input, check_outputs
+from xlarank.cli import app
+from xlarank.cli.common import (
+    NPZ,
+    EngineOption,
+    OwnThreadsOption,
+    SchedulerOption,
+    ThreadsOption,
+    WorkersOption,
+    _progress,
+    _show_skipped,
+    _user_errors,
+    console,
+)
+from xlarank.data.collections import get_collection
+from xlarank.threads import use_threads
+
+
+@app.command()
+def score(
+    inputs: Annotated[list[Path], typer.Argument(help="npz files or folders of them.")],
+    models: Annotated[Path, typer.Option(help="A model directory or a folder of them "
+                                         "(one per collection).")],
+    out_csv: Annotated[Path, typer.Option("--out", help="CSV to write.")],
+    top: Annotated[int | None, typer.Option(min=1, help="Keep the K best configs per "
+                                            "file.")] = None,
+    collection: Annotated[str | None, typer.Option(help="Collection of files kept outside "
+                                                   "the official layout.")] = None,
+    skip_bad: Annotated[bool, typer.Option(help="Leave out bad files and list them.")] = False,
+    workers: WorkersOption = 1,
+    engine: EngineOption = "local",
+    scheduler: SchedulerOption = None,
+    threads: ThreadsOption = 0,
+) -> None:
+    """Rank every config of each file, best first: file, rank, config_index, score."""
+    from xlarank.distributed import engine_client
+    from xlarank.score import npz_inputs, score_files
+
+    with _user_errors():
+        check_outputs([out_csv], [models, *(Input(path, NPZ) for path in inputs)])
+        use_threads(threads)
+        files = npz_inputs(inputs)
+        chosen = get_collection(collection) if collection else None
+        with engine_client(engine, scheduler, workers) as client, \
+                _progress("score", len(files)) as tick:
+            rows, skipped = score_files(files, models, out_csv, chosen, top, skip_bad, tick,
+                                        workers=workers, client=client)
+    _show_skipped(skipped)
+    console.print(f"scored {len(files) - len(skipped)} files, {rows} rows -> {out_csv}")
+
+@app.command("rank-graph")
+def rank_graph(
+    graph: Annotated[Path, typer.Argument(help="One npz file, layout or tile (a test file "
+                                          "with zero runtimes is fine).")],
+    measured: Annotated[Path, typer.Option(help="CSV config_index,runtime (ns) of the "
+                                           "configs you measured.")],
+    out_csv: Annotated[Path, typer.Option("--out", help="CSV to write: every config, "
+                                          "best first.")],
+    prior: Annotated[Path | None, typer.Option(help="A cross-graph model directory of the "
+                                               "graph's collection: its score becomes "
+                                               "one more input.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the graph-local ranker.")] = 0,
+    system: Annotated[str, typer.Option(
+        help="Who ranks: xlarank (its graph-local booster), or a published system trained "
+             "on the measured configs: tpugraphs-gnn, gru, hybrid (these need jax: "
+             "pip install 'xlarank[gnn]').")] = "xlarank",
+    threads: OwnThreadsOption = 0,
+) -> None:
+    """Rank all configs of one graph from the runtimes of some: rank, config_index, score,
+    measured, runtime. Repeats of a config index are combined by their median."""
+    from xlarank.atomic import atomic_path, output_lock
+    from xlarank.rank.ingraph import read_measured_rows
+    from xlarank.systems import rank_graph_with
+
+    with _user_errors():
+        check_outputs([out_csv], [graph, measured, prior])
+        use_threads(threads)
+        with output_lock(out_csv):
+            ranked = rank_graph_with(system, graph, read_measured_rows(measured), seed=seed,
+                                     prior=prior)
+            with atomic_path(out_csv) as tmp:
+                ranked.to_csv(tmp, index=False)
+    console.print(f"ranked {len(ranked)} configs ({int(ranked['measured'].sum())} measured) "
+                  f"-> {out_csv}")
+
+
+@app.command()
+def suggest(
+    graph: Annotated[Path, typer.Argument(help="One npz file, layout or tile (its own "
+                                          "runtimes are never read).")],
+    out_csv: Annotated[Path, typer.Option("--out", help="CSV to write: config_index, "
+                                          "score, uncertainty, reason.")],
+    measured: Annotated[Path | None, typer.Option(
+        help="CSV config_index,runtime (ns) of everything measured so far: the whole "
+             "state, so a run resumes by reading it again (empty, header-only or absent: "
+             "a cold start).")] = None,
+    batch: Annotated[int, typer.Option(min=1, help="Configs to suggest.")] = 8,
+    prior: Annotated[Path | None, typer.Option(help="A cross-graph model directory of the "
+                                               "graph's collection: one more input, and "
+                                               "the order of a cold start.")] = None,
+    seed: Annotated[int, typer.Option(help="Same seed and measurements, same "
+                                      "suggestions.")] = 0,
+    threads: OwnThreadsOption = 0,
+) -> None:
+    """Which configs to measure next: distinct configs, none a duplicate of a measured
+    one, each with its predicted score, uncertainty and why it was chosen (exploit,
+    explore, cold-start)."""
+    from xlarank.atomic import atomic_path, output_lock
+    from xlarank.rank.tuner import suggest_next
+
+    with _user_errors():
+        # The measured CSV is the tuner's whole state: never an output.
+        check_outputs([out_csv], [graph, measured, prior])
+        use_threads(threads)
+        with output_lock(out_csv):
+            table = suggest_next(graph, measured, batch, prior=prior, seed=seed,
+                                 threads=threads or None)
+            with atomic_path(out_csv) as tmp:
+                table.to_csv(tmp, index=False)
+    reasons = ", ".join(f"{n} {r}" for r, n in table["reason"].value_counts().items())
+    console.print(f"suggested {len(table)} configs ({reasons or 'none left'}) -> {out_csv}")
+
+@app.command()
+def submit(
+    data: Annotated[Path, typer.Argument(help="Dataset root holding the five test folders.")],
+    models: Annotated[Path, typer.Option(help="Folder of model directories, one per collection.")],
+    out_csv: Annotated[Path, typer.Option("--out",
+                                          help="Submission CSV.")] = Path("submission.csv"),
+    threads: OwnThreadsOption = 0,
+) -> None:
+    """Write the competition CSV (ID,TopConfigs): top 5 for tile, full order for layout."""
+    from xlarank.score import load_rankers, submission_files, write_submission
+
+    with _user_errors():
+        check_outputs([out_csv], [Input(data, NPZ), models])
+        use_threads(threads)
+        rankers = load_rankers(models)
+        with _progress("submit", len(submission_files(data))) as tick:
+            n = write_submission(data, rankers, out_csv, on_file=tick)
+    console.print(f"wrote {n} IDs -> {out_csv}")
