@@ -71,8 +71,10 @@ class BoosterSystem(RankingSystem):
             raise XlarankError("system xlarank: fit or fit_graph first")
         measured = pd.DataFrame({"config_index": runtime.index, "runtime": runtime.values})
         table = rank_graph(graph, measured, seed=self.seed, threads=self.threads)
+        # The table's order, not its score column: scores tie beyond the measured range
+        # and the rank breaks those ties by the booster's own score.
         score = np.empty(len(table))
-        score[table["config_index"].to_numpy()] = table["score"].to_numpy()
+        score[table["config_index"].to_numpy()] = -table["rank"].to_numpy(np.float64)
         return score
 
     def _save(self, out_dir: Path) -> None:
