@@ -105,6 +105,18 @@ class RankingSystem(ABC):
         raise XlarankError(f"system {self.name} cannot be loaded")
 
 
+def measured_target(graph: TileGraph | LayoutGraph, runtime: pd.Series) -> pd.Series:
+    """The in-graph training target of measured medians (indexed by config index): tile
+    runtimes over their normalizers, as the tile metric compares them, unless the file's
+    normalizers are zero (a test file), where the measured runtimes already compare
+    within one kernel; layout runtimes as they are."""
+    if isinstance(graph, TileGraph):
+        normalizer = graph.config_runtime_normalizers[runtime.index.to_numpy()]
+        if (normalizer > 0).all():
+            return runtime / normalizer
+    return runtime
+
+
 def get_system(name: str) -> type[RankingSystem]:
     """The class of a system by its registry name."""
     try:

@@ -30,7 +30,7 @@ import numpy as np
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks
 from xlarank.errors import XlarankError
 from xlarank.features.embedding import load_family_weights, save_weights
-from xlarank.systems import RankingSystem
+from xlarank.systems import RankingSystem, measured_target
 
 WEIGHTS_FILE = "gru_weights.npz"
 READOUT_FILE = "gru_readout.npy"
@@ -65,14 +65,8 @@ class GruSystem(RankingSystem):
 
         s = self.settings()
         rng = np.random.default_rng(self.seed)
-        target = runtime
-        if isinstance(graph, TileGraph):
-            normalizer = graph.config_runtime_normalizers[runtime.index.to_numpy()]
-            # A test file's normalizers may be zero: the measured runtimes are already the
-            # comparable quantity inside one kernel.
-            if (normalizer > 0).all():
-                target = runtime / normalizer
-        batches = measured_batches(graph, target, s["configs_per_graph"], rng,
+        batches = measured_batches(graph, measured_target(graph, runtime),
+                                   s["configs_per_graph"], rng,
                                    k=CONTEXT_HOPS, **gru_graph_batch_options())
         return self._fit(fit_gru(batches, isinstance(graph, TileGraph), self.seed,
                                  s["in_graph_epochs"], s["learning_rate"], rng,

@@ -29,7 +29,7 @@ import numpy as np
 
 from xlarank.data.graph import LayoutGraph, TileGraph
 from xlarank.errors import XlarankError
-from xlarank.systems import RankingSystem
+from xlarank.systems import RankingSystem, measured_target
 
 WEIGHTS_FILE = "gnn_weights.npz"
 MODEL_DIR = "model"
@@ -94,12 +94,8 @@ class HybridSystem(RankingSystem):
 
         s = self.settings()
         rng = np.random.default_rng(self.seed)
-        target = runtime
-        if isinstance(graph, TileGraph):
-            normalizer = graph.config_runtime_normalizers[runtime.index.to_numpy()]
-            if (normalizer > 0).all():
-                target = runtime / normalizer
-        batches = measured_batches(graph, target, s["configs_per_graph"], rng, k=s["k"])
+        batches = measured_batches(graph, measured_target(graph, runtime),
+                                   s["configs_per_graph"], rng, k=s["k"])
         weights, history = fit_gnn(batches, isinstance(graph, TileGraph), self.seed,
                                    s["gnn_in_graph_epochs"], s["gnn_learning_rate"], rng)
         self.history_ = [{"epoch": i, "train_loss": loss, "valid_loss": None}
