@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from xlarank.data.collections import Collection
-from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.data.graph import LayoutGraph, TileGraph
 from xlarank.errors import XlarankError
 
 # One epoch's record: {"epoch": int, "train_loss": float, "valid_loss": float or None}.
@@ -146,6 +146,7 @@ def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
     """`xlarank.rank.ingraph.rank_graph`'s table (every config best first) from the system
     named ``system`` trained inside the graph on ``measured`` (config_index, runtime)."""
     from xlarank.rank.ingraph import (
+        graph_with_configs,
         interleaved_scores,
         measured_runtimes,
         rank_graph,
@@ -157,8 +158,7 @@ def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
     if prior is not None:
         raise XlarankError(f"--prior is xlarank's own option; system {system} takes none")
     cls = get_system(system)
-    if not isinstance(graph, (TileGraph, LayoutGraph)):
-        graph = load_graph(graph)
+    graph = graph_with_configs(graph)
     runtime = measured_runtimes(graph, measured)
     score = cls(seed=seed, threads=threads).fit_graph(graph, runtime).score(graph)
     return ranked_table(interleaved_scores(score, runtime), runtime, tiebreak=score)
