@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
+from provenance import write_record
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import load_graph
 from xlarank.evaluate import headline, headline_metric, random_scores
@@ -136,8 +137,8 @@ def main() -> None:
                      ensure_ascii=False))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"data": f"synthetic: {args.data}", "spec": spec.to_dict(),
-                               "results": results, "real": real}, indent=2) + "\n")
+    write_record(out, {"data": f"synthetic: {args.data}", "spec": spec.to_dict(),
+                       "results": results, "real": real})
 
 
 if __name__ == "__main__":

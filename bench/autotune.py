@@ -46,7 +46,6 @@ Strategies ("peers") in the same run:
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -54,6 +53,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from provenance import write_record
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.rank.ingraph import config_columns, rank_graph
@@ -404,11 +404,9 @@ def main() -> None:
             record["plot"] = str(plot(record, args.out.parent))
         records.append(record)
         print_table(record)
-    args.out.write_text(json.dumps({"batches": batches, "budget_share": BUDGET_SHARE,
-                                    "seeds": args.seeds, "threads": THREADS,
-                                    "files": records,
-                                    "seconds": round(time.perf_counter() - started, 1)},
-                                   indent=2) + "\n")
+    write_record(args.out, {"batches": batches, "budget_share": BUDGET_SHARE,
+                            "seeds": args.seeds, "threads": THREADS, "files": records,
+                            "seconds": round(time.perf_counter() - started, 1)})
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from provenance import provenance, write_record
 from xlarank.data.collections import COLLECTIONS, SPLITS, split_files
 from xlarank.distributed import dask_client
 from xlarank.features import load_feature_spec
@@ -200,8 +201,9 @@ def main() -> None:
         else:
             key, part = "trainings", concurrent_trainings(Path(args.frame))
         old = json.loads(out.read_text()) if out.exists() else {}
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({**old, key: part}, indent=2) + "\n")
+        # The part carries its own provenance: the rest of the file came from another run.
+        old.pop("provenance", None)
+        write_record(out, {**old, key: {**part, "provenance": provenance()}})
         if args.only == "busy":
             _print_busy(part)
         else:
@@ -225,9 +227,8 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     trainings = concurrent_trainings(Path(args.frame))
     busy = busy_machine(Path(args.frame), args.busy_runs, args.alone_runs)
-    out.write_text(json.dumps({"data": f"synthetic: {data}", "frames_identical": identical,
-                               "results": results, "trainings": trainings,
-                               "busy machine": busy}, indent=2) + "\n")
+    write_record(out, {"data": f"synthetic: {data}", "frames_identical": identical,
+                       "results": results, "trainings": trainings, "busy machine": busy})
     for name, r in results.items():
         print(f"{name}: {r['files']} files in {r['seconds']}s ({r['files_per_second']} files/s)")
     print("frames identical across engines:", identical)

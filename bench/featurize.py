@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from provenance import write_record
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -187,9 +188,7 @@ def main() -> None:
               f"gru family {record['gru']['overhead']:+.0%}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": {"cpus": __import__("os").cpu_count(),
-                                           "python": platform.python_version()},
-                               "results": results}, indent=2) + "\n")
+    write_record(out, {"results": results})
 
 
 if __name__ == "__main__":

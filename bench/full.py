@@ -14,7 +14,6 @@ reported but not counted in the total. Targets for the real preset on 2 cores: w
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from provenance import write_record
 from xlarank.data.collections import COLLECTIONS
 
 TOTAL_TARGET_MIN = 60
@@ -88,8 +88,7 @@ def main() -> None:
                "rss_target_gb": RSS_TARGET_GB,
                "within_targets": total_min < TOTAL_TARGET_MIN and peak < RSS_TARGET_GB}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    write_record(out, results)
     for name, step in steps.items():
         print(f"{name:28s} {step['seconds']:8.1f} s  peak RSS {step['peak_rss_gb']:6.2f} GB")
     print(f"total {total_min:.1f} min (target < {TOTAL_TARGET_MIN}), peak RSS {peak:.2f} GB "

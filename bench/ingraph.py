@@ -32,7 +32,6 @@ Rows:
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -40,6 +39,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
+from provenance import write_record
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.features import featurize_graph, load_feature_spec
@@ -214,10 +214,9 @@ def main() -> None:
         records.append(record)
         print_table([record])
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"fractions": FRACTIONS, "seeds": args.seeds,
-                                    "threads": THREADS, "files": records,
-                                    "seconds": round(time.perf_counter() - started, 1)},
-                                   indent=2) + "\n")
+    write_record(args.out, {"fractions": FRACTIONS, "seeds": args.seeds,
+                            "threads": THREADS, "files": records,
+                            "seconds": round(time.perf_counter() - started, 1)})
 
 
 if __name__ == "__main__":

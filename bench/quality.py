@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from provenance import write_record
 from xlarank.data.collections import COLLECTIONS, get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.evaluate import default_layout_scores, headline, headline_metric, random_scores
@@ -355,7 +356,7 @@ def main() -> None:
                             "seeds": args.seeds, "results": synth, "targets": targets(synth)},
               "unet3d": real, "seconds": round(time.perf_counter() - started, 1)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    write_record(args.out, record)
     for check in record["synthetic"]["targets"]:
         print(json.dumps(check))
 

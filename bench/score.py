@@ -12,12 +12,13 @@ Targets: warm scoring < 0.3 s, start-up < 0.5 s (medians).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from provenance import write_record
 
 WARM_TARGET_S = 0.3
 STARTUP_TARGET_S = 0.5
@@ -74,8 +75,7 @@ def main() -> None:
     results["startup_within_target"] = max(results["help_seconds_median"],
                                            results["version_seconds_median"]) < STARTUP_TARGET_S
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    write_record(out, results)
     print(f"ranking {len(order)} configs of {Path(args.graph).name} in-process: "
           f"{warm:.3f}s warm (median of {args.repeats}; first call {first:.3f}s, "
           f"model load {loaded:.2f}s) - target < {WARM_TARGET_S}s")

@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from provenance import write_record
+
 ROOT = Path(__file__).resolve().parents[1]
 UNET3D = "npz/layout/xla/default/train/unet3d.npz"
 SHARES = (0.5, 0.2, 0.1)
@@ -383,7 +385,7 @@ def main() -> None:
                                    "files, scaled to the whole split",
                            "results": run_scale(args.work, args.scale_files)}
     record["seconds"] = round(time.perf_counter() - started, 1)
-    args.out.write_text(json.dumps(record, indent=2, default=float) + "\n")
+    write_record(args.out, record)
     print(f"wrote {args.out} in {record['seconds']} s")
 
 
