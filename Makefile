@@ -28,7 +28,7 @@ FUZZ_EXAMPLES ?= 3000
 .DELETE_ON_ERROR:
 # Frames and models are products in their own right, not intermediates to delete.
 .SECONDARY:
-.PHONY: help install dev demo dask-demo test test-fast lint fuzz bench bench-full features models ensembles evaluate report tune submission clean clean-all
+.PHONY: help install dev demo dask-demo test test-fast lint fuzz bench bench-full features models ensembles evaluate report tune submission bench-publish clean clean-all
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -156,6 +156,13 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	$(BIN)/python bench/quality.py $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/quality.json
 	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/systems.json
 	$(BIN)/python bench/autotune.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/autotune.json
+	@echo "bench figures: bench/results/*.json. The page to update is docs/benchmarks.md:" \
+	    "'make bench-publish' copies them to bench/published/ and rewrites it."
+
+# docs/benchmarks.md is rendered from bench/published/*.json alone (each stamped with its
+# date, commit, machine and command), so it never holds a figure no command produced.
+bench-publish: $(VENV)/.installed ## copy bench/results/*.json to bench/published/, rewrite docs/benchmarks.md from them
+	$(BIN)/python bench/publish.py
 
 # The whole dataset's size (the `real` synth preset: 13.3M configs, made once into
 # data/synth-real, about an hour) end to end: featurize, train, evaluate, submit.

@@ -106,7 +106,7 @@ def concurrent_trainings(frame: Path, repeats: int = 3) -> dict:
     for name, flags in (("side by side", ""), ("side by side under make -j2", " -j2")):
         both = statistics.median(max(_trainings(frame, 2, flags)) for _ in range(repeats))
         out[name] = {"seconds": round(both, 2), "ratio": round(both / alone, 2),
-                     "within_limit": both / alone <= CONCURRENCY_LIMIT}
+                     "limit": CONCURRENCY_LIMIT, "within_limit": both / alone <= CONCURRENCY_LIMIT}
     return out
 
 
@@ -201,8 +201,10 @@ def main() -> None:
         else:
             key, part = "trainings", concurrent_trainings(Path(args.frame))
         old = json.loads(out.read_text()) if out.exists() else {}
-        # The part carries its own provenance: the rest of the file came from another run.
-        old.pop("provenance", None)
+        # The part carries its own provenance; the parts a full run wrote keep that run's.
+        kept = old.pop("provenance", None)
+        if kept and "--only" not in kept.get("command", ""):
+            old["full_run_provenance"] = kept
         write_record(out, {**old, key: {**part, "provenance": provenance()}})
         if args.only == "busy":
             _print_busy(part)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import struct
 from pathlib import Path
 
@@ -11,11 +12,19 @@ from typer.testing import CliRunner
 
 from xlarank.cli import app
 from xlarank.evaluate import per_graph_metrics, summarize
+from xlarank.features.glossary import describe_column
 from xlarank.frame import read_frame
 from xlarank.rank.model import load_model
 from xlarank.rank.spec import load_ranker_spec
 from xlarank.rank.train import train_ranker
-from xlarank.report import IMAGES, ReportInputs, learning_curve, write_report
+from xlarank.report import (
+    IMAGES,
+    IMPORTANCE_TOP,
+    ReportInputs,
+    importance_glossary,
+    learning_curve,
+    write_report,
+)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -62,6 +71,14 @@ def test_report_renders_with_valid_images_and_table(frames, trained, tmp_path, s
     for key in ("kendall_tau", "opa"):
         assert row[key] == pytest.approx(expected[key])
     assert "<table" in page and meta.collection in page
+    # The importance plot's columns are explained on the page, by the features glossary.
+    explained = importance_glossary(model.importance())
+    assert len(explained) == min(IMPORTANCE_TOP, len(model.importance()))
+    assert (explained["meaning"] != "").all() and (explained["family"] != "").all()
+    for name, meaning in zip(explained["feature"], explained["meaning"]):
+        assert f"<td>{name}</td>" in page and html.escape(meaning, quote=False) in page
+        assert describe_column(name).meaning == meaning
+    assert "docs/features.md" in page
     assert not list(tmp_path.glob(".*"))  # nothing half-written beside the report
 
 

@@ -31,10 +31,13 @@ from xlarank.evaluate import (
     random_scores,
     summarize,
 )
+from xlarank.features.glossary import describe_column
 from xlarank.frame import FrameMeta, group_sizes, read_frame
 from xlarank.rank.model import load_model
 from xlarank.target import ranking_target
 
+# The importance plot shows this many columns; the page explains the same ones.
+IMPORTANCE_TOP = 20
 IMAGES = ("per_graph.png", "rank_scatter.png", "importance.png", "learning_curve.png")
 LEARNING_POINTS = 12
 
@@ -101,10 +104,12 @@ def write_report(inputs: ReportInputs, out_dir: str | Path, scatter_graphs: int 
         _per_graph_plot(per_graph, main_name, metric, label).savefig(tmp / IMAGES[0], dpi=110)
         _scatter_plot(inputs.frame, scores[main_name], is_tile,
                       scatter_graphs).savefig(tmp / IMAGES[1], dpi=110)
-        _importance_plot(main_model.importance()).savefig(tmp / IMAGES[2], dpi=110)
+        gain = main_model.importance()
+        _importance_plot(gain).savefig(tmp / IMAGES[2], dpi=110)
         _learning_plot(inputs, main_model, is_tile, metric, label).savefig(tmp / IMAGES[3],
                                                                           dpi=110)
-        (tmp / REPORT_PAGE).write_text(_page(inputs, table, main_name, main_model, label))
+        (tmp / REPORT_PAGE).write_text(_page(inputs, table, main_name, main_model, label,
+                                             gain))
     return out_dir
 
 
@@ -232,7 +237,7 @@ def tile_scatter_points(measured: np.ndarray, predicted: np.ndarray
     return np.minimum(measured[keep], edge), np.minimum(predicted[keep], edge)
 
 
-def _importance_plot(gain: pd.Series, top: int = 20):
+def _importance_plot(gain: pd.Series, top: int = IMPORTANCE_TOP):
     shown = gain.head(top)[::-1]
     fig = _figure(7, max(2.5, 0.28 * len(shown) + 1))
     ax = fig.add_subplot()
@@ -272,8 +277,21 @@ def _learning_plot(inputs: ReportInputs, model, is_tile: bool, metric: str, labe
     return fig
 
 
+def importance_glossary(gain: pd.Series, top: int = IMPORTANCE_TOP) -> pd.DataFrame:
+    """The importance plot's columns, most gain first, with what each means (the features
+    glossary): columns ``feature, family, meaning, gain share``."""
+    share = gain / max(float(gain.sum()), 1e-300)
+    rows = []
+    for name in gain.head(top).index:
+        entry = describe_column(str(name))
+        rows.append({"feature": name, "family": entry.family if entry else "",
+                     "meaning": entry.meaning if entry else "",
+                     "gain share": round(float(share[name]), 4)})
+    return pd.DataFrame(rows, columns=["feature", "family", "meaning", "gain share"])
+
+
 def _page(inputs: ReportInputs, table: pd.DataFrame, main_name: str, model,
-          label: str) -> str:
+          label: str, gain: pd.Series) -> str:
     card = model.card
     is_tile = get_collection(inputs.meta.collection).is_tile
     kind = (f"ensemble of {len(card['members'])}: "
@@ -324,5 +342,9 @@ figcaption {{ color: #555; font-size: 0.9em; }}
 {shown.to_html(index=False, escape=True, border=0)}
 <p>The same table is in <a href="metrics.csv">metrics.csv</a>.</p>
 {figures}
+<h2>The features in the importance plot</h2>
+<p>What each column means; every column of every family is in the features glossary
+(<code>docs/features.md</code> in xlarank's repository, "Column glossary").</p>
+{importance_glossary(gain).to_html(index=False, escape=True, border=0)}
 </body></html>
 """

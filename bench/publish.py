@@ -1,0 +1,665 @@
+"""Publish the benches' JSON records as the page docs/benchmarks.md.
+
+Every bench (bench/*.py) writes one JSON under bench/results/, stamped by
+`provenance.write_record` with the date, commit, machine and command of the run. This script
+copies the stamped ones to bench/published/ (a record without provenance is skipped, and said
+so; over MAX_BYTES, per-epoch and per-step arrays that no table shows are dropped and the copy
+names them under "dropped_by_publish"), then renders the page from bench/published/ alone.
+Why: every figure on the page then comes from a record kept in the repository and is shown
+beside the date, commit, machine and command that produced it, so the page never holds a
+figure no command produced (none is typed in by hand); `--check`, or a test comparing
+`render(ROOT / "bench/published")` with the page, tells when the two differ.
+
+    python bench/publish.py [--results DIR] [--published DIR] [--out FILE] [--check]
+
+Relative paths are taken from the repository root, so it runs from any folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_BYTES = 150_000
+# Per-epoch / per-step arrays no table uses: dropped from a copy over MAX_BYTES.
+BULKY_KEYS = ("curve", "history_seed0", "pairwise_loss_per_epoch", "centred_mse_per_epoch")
+REAL_NLP = "../shared/tpugraphs/npz/layout/nlp/default/test/3a0c5517a87df8d82fd637b83298a3ba.npz"
+
+
+class Bench(NamedTuple):
+    name: str
+    title: str
+    command: str
+    about: str
+
+
+_BENCHES = (
+    Bench("featurize", "Featurize speed and memory",
+          "python bench/featurize.py data/bench/npz/layout/xla/random/test/bench_40k.npz "
+          f"{REAL_NLP} --out bench/results/featurize.json",
+          "On a real-scale synthetic layout graph (`xlarank synth`, made into data/bench/) and "
+          "on the real TpuGraphs nlp default test sample: the "
+          "time to decompress the file, xlarank's read + featurize time and peak RSS rise, the "
+          "plain reference implementation's time (tests/naive.py, sampled and scaled), and the "
+          "cost of the optional gnn and gru families."),
+    Bench("score", "Scoring latency",
+          f"python bench/score.py {REAL_NLP} --model models/trained/synth-demo/xlarank/"
+          "layout-nlp-default --out bench/results/score.json",
+          "Ranking the real TpuGraphs nlp test sample's configs in-process with the model "
+          "(trained on synthetic demo data) loaded once, and `xlarank --help` / `--version` "
+          "start-up."),
+    Bench("ingraph", "In-graph ranking",
+          "python bench/ingraph.py --synthetic data/synth-demo --prior "
+          "models/trained/synth-demo/xlarank --out bench/results/ingraph.json",
+          "On every labelled real TpuGraphs layout sample and the first synthetic demo train "
+          "file per layout collection: a share of the distinct configs \"measured\", the rest "
+          "ranked (Kendall tau over seeds), by `rank-graph` and its variants, the default "
+          "pipeline trained in-graph, a raw-column LightGBM peer and random order."),
+    Bench("ablation", "Feature ablation",
+          "python bench/ablation.py data/synth-demo --out bench/results/ablation.json",
+          "Validation quality of the default ranker with each feature family left out, per "
+          "collection, on the synthetic demo data; and on the real unet3d sample split inside "
+          "the graph, the same for the default pipeline and for `rank-graph`."),
+    Bench("engines", "Engines and concurrency",
+          "python bench/engines.py data/synth-demo --frame features/frames/synth-demo/default/"
+          "layout-nlp-default/train.parquet --out bench/results/engines.json",
+          "Files per second featurized by the local and the Dask engines on the synthetic demo "
+          "data; one `xlarank train` of the demo's layout-nlp-default frame alone against two "
+          "side by side; and runs beside another program's 2-thread LightGBM loop against the "
+          "median alone."),
+    Bench("quality", "Quality",
+          "python bench/quality.py data/synth-demo --seeds 3 --out bench/results/quality.json",
+          "Each objective, the ensemble, xlarank's default, the peers and the published systems "
+          "xlarank descends from, mean and spread over seeds: on the synthetic demo data "
+          "(split by graph) and on the real unet3d sample split inside the graph; with the "
+          "issue's targets checked on the synthetic part."),
+    Bench("systems", "Published systems",
+          "python bench/systems.py --data data/synth-demo --seeds 3 "
+          "--out bench/results/systems.json",
+          "xlarank beside tpugraphs-gnn, gru and hybrid (docs/systems.md), the same splits for "
+          "every system: cross-graph on the synthetic demo data, in-graph on the real unet3d "
+          "sample, and epoch cost on a sample of the real-sized synthetic preset."),
+    Bench("autotune", "Autotune replay",
+          "python bench/autotune.py --synthetic data/synth-demo --prior "
+          "models/trained/synth-demo/xlarank --out bench/results/autotune.json",
+          "Measurements each strategy spends before it holds a top-1% config, the tuner against "
+          "random search, greedy rank-graph, an AutoTVM-style ranker and Optuna TPE, replayed "
+          "on the real unet3d sample and one synthetic demo train file per collection."),
+    Bench("full", "Full dataset end to end",
+          "python bench/full.py --preset real --out bench/results/full.json",
+          "The whole dataset's size on one machine (`make bench-full`): the `real` synthetic "
+          "preset (`xlarank synth`: the real file counts and size mix, not TpuGraphs data) "
+          "featurized, trained, evaluated and submitted, wall time and peak RSS per step."),
+)
+# {name: Bench}, in page order.
+BENCHES = {b.name: b for b in _BENCHES}
+ENGINE_PARTS = ("results", "trainings", "busy machine")
+
+
+# ---------------------------------------------------------------- formatting
+
+def num(x, sig: int = 4) -> str:
+    """A figure with `sig` significant digits (whole numbers past that), "–" for none."""
+    if x is None:
+        return "–"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return str(x)
+    if not isinstance(x, float) or not math.isfinite(x):
+        return str(x)
+    return f"{x:.0f}" if abs(x) >= 10**sig else f"{x:.{sig}g}"
+
+
+def metric(x) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def pm(entry: dict | None, worst: str | None = None) -> str:
+    """ "mean ± sd", and " (worst)" from entry[worst] when asked and present."""
+    if not entry:
+        return "–"
+    text = f"{entry['mean']:.3f} ± {entry.get('sd', 0.0):.3f}"
+    if worst is not None and entry.get(worst) is not None:
+        text += f" ({entry[worst]:.3f})"
+    return text
+
+
+def percent(x) -> str:
+    return "–" if x is None else f"{100 * x:+.1f}%"
+
+
+def overhead(family: dict | None) -> str:
+    if not family:
+        return "–"
+    pairs = family.get("overhead_per_pair")
+    return percent(family["overhead"]) + (f" ({percent(min(pairs))} to {percent(max(pairs))})"
+                                          if pairs else "")
+
+
+def limit(value, within) -> str:
+    """A limit and whether it held; the record may keep only the verdict."""
+    if value is None:
+        return f"{yes_no(within)} (the record keeps no limit)"
+    return f"≤ {num(value)}: {yes_no(within)}"
+
+
+def yes_no(x) -> str:
+    return "–" if x is None else ("met" if x else "NOT met")
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    def line(cells):
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    return "\n".join([line(header), "|" + "---|" * len(header), *map(line, rows)])
+
+
+def where(path: str) -> str:
+    """A data file as `<dataset folder>/npz/...`, whatever machine folder held the dataset."""
+    parts = Path(path).parts
+    if "npz" in parts[1:]:
+        at = len(parts) - 1 - parts[::-1].index("npz")
+        return "/".join(parts[at - 1:])
+    return path
+
+
+def data(text: str) -> str:
+    """A record's own words on its data, "synthetic: X" read as "synthetic, X"."""
+    return text.replace("synthetic: ", "synthetic, ", 1)
+
+
+def data_kind(source: str) -> str:
+    return {"real": "real TpuGraphs sample",
+            "synthetic": "synthetic (`xlarank synth`)"}.get(source, source)
+
+
+def union(rows, key) -> list:
+    """Distinct values in order of first appearance: the keys of each row (key None), or
+    each row's row[key]."""
+    return list(dict.fromkeys(k for r in rows for k in (r if key is None else [r[key]])))
+
+
+def provenance_lines(prov: dict) -> list[str]:
+    """The run's date, commit, machine, command, wall time and load, as list items."""
+    m = prov.get("machine") or {}
+    machine = ", ".join(x for x in (
+        f"{m['cores']} cores" if m.get("cores") else "",
+        f"{num(m['memory_gb'])} GB" if m.get("memory_gb") else "",
+        m.get("cpu") or "", f"Python {m['python']}" if m.get("python") else "") if x)
+    seconds = prov.get("seconds")
+    wall = "–" if seconds is None else f"{num(seconds)} s" + (
+        f" ({num(seconds / 60, 3)} min)" if seconds >= 120 else "")
+    load = prov.get("load_average_at_end")
+    commit = f"`{prov['commit']}`" if prov.get("commit") else "unknown"
+    return [f"- date: {prov.get('date', '–')}",
+            f"- commit: {commit}" + (" (with uncommitted edits)" if prov.get("dirty") else ""),
+            f"- machine: {machine or '–'}",
+            f"- command: `{prov.get('command', '–')}`",
+            f"- wall time: {wall}",
+            "- load average at the end: "
+            + (", ".join(num(x, 3) for x in load) + " (1, 5, 15 min)" if load else "–")]
+
+
+# ---------------------------------------------------------------- one renderer per bench
+
+def featurize(rec: dict) -> list[str]:
+    files = rec["results"]
+    rows = {
+        "data": [r["data"] for r in files],
+        "configs x features featurized": [f"{r['featurize']['rows']} x "
+                                          f"{r['featurize']['features']}" for r in files],
+        "node_config_feat MiB": [num(r["decompress"]["node_config_feat_mib"]) for r in files],
+        "decompress s": [num(r["decompress"]["seconds"]) for r in files],
+        "featurize s": [num(r["featurize"]["seconds"]) for r in files],
+        "featurize / decompress (range over pairs)": [
+            f"{num(r['featurize_over_decompress'])} ({num(min(p), 3)}–{num(max(p), 3)})"
+            if (p := r.get("featurize_over_decompress_per_pair"))
+            else num(r["featurize_over_decompress"]) for r in files],
+        "peak RSS rise MiB": [num(r["featurize"]["peak_rss_rise_mib"]) for r in files],
+        "peak RSS rise / node_config_feat": [num(r["peak_rss_rise_over_config_mib"])
+                                             for r in files],
+        "reference s (scaled from samples)": [num(r["reference"]["seconds"]) for r in files],
+        "speed-up over the reference": [f"{num(r['speedup_over_reference'], 3)}x"
+                                        for r in files],
+        **{f"{family} family overhead (range over pairs)": [
+            overhead(r.get(family)) for r in files] for family in ("gnn", "gru")},
+    }
+    out = [table(["", *[f"`{Path(r['file']).name}`" for r in files]],
+                 [[k, *v] for k, v in rows.items()])]
+    pairs = sorted({len(r.get("featurize_over_decompress_per_pair", [])) for r in files})
+    out.append("Files: " + "; ".join(f"`{where(r['file'])}`" for r in files) + ". Times are "
+               f"the best of {'/'.join(map(str, pairs))} alternated (decompress, featurize) "
+               "pairs, each run in its own process; peak RSS is the rise over the process "
+               "after imports and a warm-up; a family's overhead is its best time over the best "
+               "without it.")
+    return out
+
+
+def score(rec: dict) -> list[str]:
+    rows = [
+        ["warm ranking in-process (median; max)",
+         f"{num(rec['warm_seconds_median'])} s; {num(rec['warm_seconds_max'])} s",
+         f"< {num(rec['warm_target_seconds'])} s", yes_no(rec.get("warm_within_target"))],
+        ["first call", f"{num(rec['first_call_seconds'])} s", "", ""],
+        ["import + model load", f"{num(rec['import_and_load_model_seconds'])} s", "", ""],
+        ["`xlarank --help` / `--version` start-up (medians)",
+         f"{num(rec['help_seconds_median'])} s / {num(rec['version_seconds_median'])} s",
+         f"< {num(rec['startup_target_seconds'])} s", yes_no(rec.get("startup_within_target"))],
+    ]
+    return [f"{rec['configs']} configs of `{where(rec['graph'])}`, model `{rec['model']}`, "
+            f"{rec.get('threads', '–')} threads.",
+            table(["measure", "seconds", "target", "met"], rows)]
+
+
+def ingraph(rec: dict) -> list[str]:
+    out = [f"{rec['seeds']} seeds, {rec['threads']} threads; cells: Kendall tau on the held-out "
+           "distinct configs, mean ± sd over seeds (worst seed)."]
+    for f in rec["files"]:
+        head = (f"`{where(f['file'])}`: {data_kind(f.get('data', ''))}, {f['collection']}, "
+                f"{f['distinct_configs']} distinct of {f['configs']} configs")
+        if "results" not in f:
+            out.append(f"{head}; left out: {f.get('left_out', '–')}.")
+            continue
+        shares = list(f["results"])
+        tables = list(f["results"].values())
+        systems = [s for s in union(tables, None) if all("worst" in t.get(s, {"worst": 0})
+                                                         for t in tables)]
+        out.append(head + ":")
+        out.append(table(["system", *[f"{float(s):.0%} measured" for s in shares]],
+                         [[s, *[pm(t.get(s), "worst") for t in tables]] for s in systems]))
+        for s in union(tables, None):
+            if s not in systems:
+                out.append(f"{s}: {metric(tables[0][s]['mean'])} (one figure per file).")
+    return out
+
+
+def ablation(rec: dict) -> list[str]:
+    rows = rec["results"]
+    columns = ["random", *[k for k in union(rows, None)
+                           if k == "all features" or k.startswith("without ")]]
+    out = [f"Cross-graph, data: {data(rec['data'])}, validation split, one fit per cell (the "
+           "record has no spread over seeds); the collection's headline metric.",
+           table(["collection", "metric", *columns],
+                 [[r["collection"], r["metric"], *[metric(r.get(c)) for c in columns]]
+                  for r in rows])]
+    real = rec.get("real")
+    if real:
+        out.append(f"In-graph, `{where(real['file'])}`: {real['data']}; {real['metric']}, "
+                   "mean ± sd over seeds.")
+        out.append(table(["system", real["metric"]],
+                         [[k, pm(v)] for k, v in real["systems"].items()]))
+    return out
+
+
+def _part_provenance(rec: dict, key: str) -> dict | None:
+    """The provenance of one part of engines.json: its own (an --only run), else the file's
+    unless an --only run wrote the file's, then the full run's that it kept."""
+    part, top = rec.get(key), rec.get("provenance")
+    if isinstance(part, dict) and part.get("provenance"):
+        return part["provenance"]
+    if top and "--only" not in top.get("command", ""):
+        return top
+    return rec.get("full_run_provenance")
+
+
+def engines(rec: dict) -> list[str]:
+    out = []
+    top = rec.get("provenance")
+
+    def own(key: str) -> list[str] | None:
+        prov = _part_provenance(rec, key)
+        if prov is None:
+            out.append("Not shown: this part has no provenance of its own.")
+            return None
+        return [] if prov == top else ["This part was rerun on its own:\n\n"
+                                       + "\n".join(provenance_lines(prov))]
+
+    if "results" in rec:
+        out.append("### Featurize throughput")
+        if (lines := own("results")) is not None:
+            out.extend(lines)
+            out.append(f"Data: {data(rec.get('data', '–'))}.")
+            out.append(table(["engine", "files", "seconds", "files/s"],
+                             [[k, num(v["files"]), num(v["seconds"]), num(v["files_per_second"])]
+                              for k, v in rec["results"].items()]))
+            out.append(f"Frames byte-identical across engines: "
+                       f"{num(rec.get('frames_identical'))}.")
+    if "trainings" in rec:
+        out.append("### Concurrent trainings")
+        t = rec["trainings"]
+        if (lines := own("trainings")) is not None:
+            out.extend(lines)
+            rows = [["one alone (median)", num(t["alone_seconds"]), "", ""]]
+            rows += [[f"slower of two {k} (median)", num(t[k]["seconds"]), num(t[k]["ratio"]),
+                      limit(t[k].get("limit", t.get("limit")), t[k].get("within_limit"))]
+                     for k in ("side by side", "side by side under make -j2") if k in t]
+            out.append(f"`xlarank train` on `{t['frame']}`, {t.get('cores', '–')} cores.")
+            out.append(table(["run", "seconds", "ratio to alone", "target"], rows))
+    if "busy machine" in rec:
+        out.append("### Busy machine")
+        b = rec["busy machine"]
+        if (lines := own("busy machine")) is not None:
+            out.extend(lines)
+            load = b.get("background_load_cores_before_after") or []
+            out.append(f"`xlarank train` on `{b['frame']}` beside {b['neighbour']}; "
+                       f"{len(b['beside_seconds'])} runs beside, {len(b['alone_seconds'])} "
+                       "alone; other programs' load before and after: "
+                       f"{', '.join(num(x, 3) for x in load) or '–'} cores.")
+            rows = [["median alone, with the back-off", num(b["alone_median"]), ""],
+                    ["median alone, without the back-off (XLARANK_LOAD_BACKOFF=0)",
+                     num(b.get("alone_without_backoff_median")), ""],
+                    ["median beside, with the back-off", num(b["beside_median"]), ""],
+                    ["slowest beside, with the back-off", num(max(b["beside_seconds"])),
+                     f"{num(b['slowest_over_alone_median'])}x the median alone; "
+                     + limit(b.get("limit"), b.get("within_limit"))]]
+            out.append(table(["run", "seconds", "target"], rows))
+            out.append(f"Cost of the back-off alone: {num(b.get('backoff_cost_alone'))}x "
+                       "(median with / without).")
+    return out
+
+
+def quality(rec: dict) -> list[str]:
+    syn = rec["synthetic"]
+    gen = syn.get("generator") or {}
+    rows = syn["results"]
+    systems = union([r["systems"] for r in rows], None)
+    made = f" (preset `{gen['preset']}`, seed {gen['seed']})" if "preset" in gen else ""
+    out = [f"Cross-graph, data: {data(syn['data'])}{made}"
+           + f"; {syn['seeds']} seeds; mean ± sd (layout Kendall tau, tile 1 - slowdown@5).",
+           table(["system", *[f"{r['collection']} ({r['metric']})" for r in rows]],
+                 [[s, *[pm(r["systems"].get(s)) for r in rows]] for s in systems])]
+    u = rec.get("unet3d")
+    if u:
+        n_seeds = len(next(iter(u["systems"].values())).get("per_seed", []))
+        out.append(f"In-graph, `{where(u['file'])}`: {u['data']}, trained on "
+                   f"{u['train_configs']} of its {u['distinct_configs']} distinct configs, "
+                   f"scored on the other {u['eval_configs']}; {u['metric']}, {n_seeds} seeds.")
+        out.append(table(["system", "mean ± sd (worst)", "train s"],
+                         [[k, pm(v, "min"), num(v.get("train_seconds"))]
+                          for k, v in u["systems"].items()]))
+    targets = syn.get("targets") or []
+    if targets:
+        out.append("Targets (synthetic, on the means): the default beats the config-aggregates "
+                   "peer by the margin needed, and the ensemble is not worse than the best "
+                   "single ranker.")
+        out.append(table(["collection", "default - peer", "needed", "target",
+                          "best single (mean)", "ensemble", "target"],
+                         [[t["collection"], metric(t["default_minus_peer"]), num(t["needed"]),
+                           yes_no(t["default_beats_peer"]),
+                           f"{t['best_single']} ({metric(t['best_single_mean'])})",
+                           metric(t["ensemble_mean"]), yes_no(t["ensemble_not_worse"])]
+                          for t in targets]))
+    return out
+
+
+def systems(rec: dict) -> list[str]:
+    out = []
+    syn = rec.get("synthetic")
+    if syn:
+        rows = syn["results"]
+        colls, names = union(rows, "collection"), union(rows, "system")
+        cell = {(r["system"], r["collection"]): r for r in rows}
+        out.append(f"Cross-graph, data: {data(syn['data'])}; {syn['seeds']} seeds; mean ± sd "
+                   "(layout Kendall tau, tile 1 - slowdown@5).")
+        out.append(table(["system", *colls],
+                         [[s, *[pm(cell[s, c]["metric"]) if (s, c) in cell else "–"
+                                for c in colls]] for s in names]))
+        out.append("Costs per collection: train s (mean over seeds) / peak RSS MB of the "
+                   "training process / ms to score 1,000 configs.")
+        out.append(table(["system", *colls],
+                         [[s, *["/".join(num(cell[s, c][k], 3) for k in
+                                         ("train_s", "peak_rss_mb", "score_ms_per_1000"))
+                                if (s, c) in cell else "–" for c in colls]] for s in names]))
+        settings = []
+        for s in names:
+            by = {}
+            for r in rows:
+                if r["system"] == s and r.get("settings"):
+                    by.setdefault(json.dumps(r["settings"], sort_keys=True), []).append(
+                        r["collection"])
+            settings += [f"{s}" + ("" if len(c) == len(colls) else f" on {', '.join(c)}")
+                         + f" `{k}`" for k, c in by.items()]
+        if settings:
+            out.append("Settings: " + "; ".join(settings) + ".")
+    ing = rec.get("ingraph")
+    if ing:
+        rows = ing["results"]
+        shares, names = union(rows, "share"), union(rows, "system")
+        cell = {(r["system"], r["share"]): r for r in rows}
+        out.append(f"In-graph, data: {data(ing['data'])}; {ing['seeds']} seeds; Kendall tau on the "
+                   "held-out distinct configs, mean ± sd (worst seed), and seconds per fit.")
+        out.append(table(["system", *[f"{s:.0%} measured" for s in shares], "s at 50%"],
+                         [[s, *[pm(cell[s, h]["tau"], "min") if (s, h) in cell else "–"
+                                for h in shares],
+                           num(cell[s, 0.5]["seconds"], 3) if (s, 0.5) in cell else "–"]
+                          for s in names]))
+    scale = rec.get("scale")
+    if scale:
+        out.append(f"Scale, data: {data(scale['data'])}; one epoch per GNN system, and the "
+                   "official epochs projected (an upper bound: early stopping may end sooner).")
+        out.append(table(["collection", "system", "sample / train files", "epoch s",
+                          "official epochs", "projected h", "peak RSS MB"],
+                         [[r["collection"], r["system"],
+                           f"{r['sample_files']} / {r['train_files']}", num(r["epoch_s"]),
+                           num(r["official_epochs"]), num(r["projected_h"]),
+                           num(r["peak_rss_mb"])] for r in scale["results"]]))
+    return out
+
+
+def autotune(rec: dict) -> list[str]:
+    out = [f"Batches {', '.join(map(str, rec['batches']))}; budget "
+           f"{num(100 * rec['budget_share'])}% of the distinct configs; {rec['seeds']} seeds; "
+           "cells: median measurements until one of the top 1% (\">B\": most seeds did not "
+           "get there within the budget B); random search: the exact expectation."]
+    for f in rec["files"]:
+        head = (f"`{where(f['file'])}`: {data_kind(f.get('data', ''))}, {f['collection']}, "
+                f"{f['distinct_configs']} distinct configs")
+        if "results" not in f:
+            out.append(f"{head}; left out: {f.get('left_out', '–')}.")
+            continue
+        out.append(f"{head}, budget {f['budget']}, top 1% = {f['top1_configs']} configs"
+                   + "".join(f"; {n}" for n in f.get("notes", [])) + ":")
+        batches = list(f["results"])
+        tables = list(f["results"].values())
+
+        def reach(row, key, budget=f["budget"]):
+            if row is None:
+                return "–"
+            return f">{budget}" if row.get(key) is None else num(row[key])
+
+        out.append(table(["strategy", *[f"top 1%, batch {b}" for b in batches],
+                          *[f"best, batch {b}" for b in batches]],
+                         [[s, *[reach(t.get(s), "to_top1_median") for t in tables],
+                           *[reach(t.get(s), "to_best_median") for t in tables]]
+                          for s in union(tables, None)]))
+    return out
+
+
+def full(rec: dict) -> list[str]:
+    steps = rec["steps"]
+    out = [f"Data: `{rec['data']}`, preset `{rec['preset']}` "
+           f"({'synthetic' if rec.get('synthetic') else 'real'}), {rec.get('cores', '–')} "
+           "cores.",
+           table(["step", "seconds", "peak RSS GB"],
+                 [[k, num(v["seconds"]), num(v["peak_rss_gb"])] for k, v in steps.items()]),
+           table(["", "measured", "target"],
+                 [["total minutes (synth not counted)", num(rec["total_minutes"]),
+                   f"< {num(rec['total_target_minutes'])}"],
+                  ["peak RSS GB", num(rec["peak_rss_gb"]), f"< {num(rec['rss_target_gb'])}"]]),
+           f"Within both targets: {num(rec.get('within_targets'))}."]
+    return out
+
+
+RENDERERS = {"featurize": featurize, "score": score, "ingraph": ingraph, "ablation": ablation,
+             "engines": engines, "quality": quality, "systems": systems, "autotune": autotune,
+             "full": full}
+
+
+# ---------------------------------------------------------------- page
+
+def _load(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def render(published: Path) -> str:
+    """The page docs/benchmarks.md from the JSON records under `published` alone."""
+    published = Path(published)
+    records = {name: _load(published / f"{name}.json") for name in BENCHES}
+    seconds = [r["provenance"]["seconds"] for name, r in records.items()
+               if r and name != "full" and (r.get("provenance") or {}).get("seconds")]
+    lines = [
+        "# Benchmarks",
+        "",
+        "Every figure on this page comes from the JSON record of a bench run, kept in "
+        "`bench/published/` (copied from `bench/results/` by `make bench-publish`, which runs "
+        "`bench/publish.py` and renders this page from those copies alone). Each section names "
+        "the date, commit, machine and command of its run. `make bench` reruns every bench but "
+        "the full-size one"
+        + (f" (the {len(seconds)} of its {len(BENCHES) - 1} runs published here took "
+           f"{num(sum(seconds) / 60, 2)} minutes in all, not counting the demo models it "
+           "trains first)" if seconds else "")
+        + ". Wall times depend on the machine and on what else it was running (the load "
+        "average at each run's end is given). Figures on synthetic `xlarank synth` data show "
+        "learning under its own cost model and say nothing about TpuGraphs by themselves.",
+        "",
+        "This page is generated: change `bench/publish.py` or rerun a bench, never edit it.",
+    ]
+    for bench in BENCHES.values():
+        lines += ["", f"## {bench.title}", "", bench.about, ""]
+        rec = records[bench.name]
+        if rec is None:
+            lines.append(f"Not published yet: run `{bench.command}` then `make bench-publish`.")
+            continue
+        problem = provenance_problem(bench.name, rec)
+        if problem:
+            lines.append(f"Not shown: `bench/published/{bench.name}.json` has {problem}.")
+            continue
+        lines += provenance_lines(rec.get("provenance") or {})
+        dropped = rec.get("dropped_by_publish")
+        if dropped:
+            lines.append("- left out of the published copy: "
+                         + ", ".join(f"`{k}`" for k in dropped)
+                         + " (per-step arrays no table shows)")
+        try:
+            blocks = RENDERERS[bench.name](rec)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise ValueError(f"{bench.name}.json: unexpected structure ({err!r})") from err
+        for block in blocks:
+            lines += ["", block]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- publishing
+
+def provenance_problem(name: str, record) -> str | None:
+    """Why a results record may not be published (None: it may)."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if name != "engines":
+        return None if record.get("provenance") else (
+            "no provenance entry (written before bench/provenance.py, or not by write_record)")
+    missing = [k for k in ENGINE_PARTS if k in record and _part_provenance(record, k) is None]
+    if missing:
+        return (f"no provenance for its part(s) {', '.join(missing)} (an --only run replaced "
+                "the file's: rerun the whole bench)")
+    return None if any(k in record for k in ENGINE_PARTS) else "none of its parts"
+
+
+def _drop_bulky(value, dropped: set[str]):
+    if isinstance(value, dict):
+        kept = {}
+        for k, v in value.items():
+            if k in BULKY_KEYS:
+                dropped.add(k)
+            else:
+                kept[k] = _drop_bulky(v, dropped)
+        return kept
+    if isinstance(value, list):
+        return [_drop_bulky(v, dropped) for v in value]
+    return value
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def publish(results: Path, published: Path) -> list[str]:
+    """Copy each stamped results record to `published` (trimmed when large); the messages."""
+    said = []
+    for name in BENCHES:
+        source = results / f"{name}.json"
+        if not source.exists():
+            continue
+        text = source.read_text()
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as err:
+            said.append(f"skipped {_show(source)}: not valid JSON ({err})")
+            continue
+        problem = provenance_problem(name, record)
+        if problem:
+            said.append(f"skipped {_show(source)}: {problem}")
+            continue
+        note = ""
+        if len(text.encode()) > MAX_BYTES:
+            dropped: set[str] = set()
+            record = _drop_bulky(record, dropped)
+            if dropped:
+                record["dropped_by_publish"] = sorted(dropped)
+                text = json.dumps(record, indent=2) + "\n"
+                note = f" (dropped {', '.join(sorted(dropped))}: {len(text.encode())} bytes)"
+        _write_atomic(published / source.name, text)
+        said.append(f"published {_show(source)} -> {_show(published / source.name)}{note}")
+    return said
+
+
+def _show(path: Path) -> str:
+    """`path` from the repository root when inside it, else whole."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _path(arg: str) -> Path:
+    path = Path(arg).expanduser()
+    return path if path.is_absolute() else ROOT / path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     epilog="Relative paths are from the repository root.")
+    parser.add_argument("--results", default="bench/results", help="the benches' records")
+    parser.add_argument("--published", default="bench/published",
+                        help="the published copies, which the page is rendered from")
+    parser.add_argument("--out", default="docs/benchmarks.md", help="the page")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when "
+                        "--out differs from the page rendered from --published")
+    args = parser.parse_args(argv)
+    published, out = _path(args.published), _path(args.out)
+    if args.check:
+        page = render(published)
+        if not out.exists() or out.read_text() != page:
+            print(f"{args.out} differs from the page rendered from {args.published}: "
+                  "run `python bench/publish.py`")
+            return 1
+        print(f"{args.out} matches {args.published}")
+        return 0
+    for line in publish(_path(args.results), published):
+        print(line)
+    _write_atomic(out, render(published))
+    print(f"wrote {_show(out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
