@@ -7,8 +7,10 @@ distinct configs is spent; 10 seeds.
 
 Files: every labelled real layout file under --samples (unet3d; a file with fewer than
 2 distinct configs is listed and left out), and with --synthetic, per collection, tile
-included, the first train file with at least 100 distinct configs (so that 20% leaves
-more than one batch) of an `xlarank synth` tree.
+included, the first valid file with at least 100 distinct configs (so that 20% leaves
+more than one batch) of an `xlarank synth` tree: valid, not train, because --prior's
+models were trained on the train split, and a prior that has seen the file finds its best
+config in one or two measurements.
 
 Metrics, per strategy and batch size:
 - best-so-far curve: best true runtime measured so far / the pool's best, per measurement;
@@ -22,10 +24,11 @@ Metrics, per strategy and batch size:
 Strategies ("peers") in the same run:
 - random search, exact (`expected_random_best`, `expected_random_draws`: order statistics
   of a uniform sample without replacement, no simulation);
-- the tuner (`xlarank.Tuner`, its default strategy: exploit the booster's prediction
-  after a diverse cold start) and each part turned on or off: a random cold start, a
-  lower confidence bound (kappa 0.5 on the bootstrap sd), within-batch diversity (0.02),
-  a 10% random share;
+- the tuner (`xlarank.Tuner` without a prior, its default strategy: exploit the
+  booster's prediction after a diverse cold start) and each part turned on or off: a
+  random cold start, a lower confidence bound (kappa 0.5 on the bootstrap sd),
+  within-batch diversity (0.02), a 10% random share; and the tuner given --prior's model
+  (its cold start and a column from the prior's score);
 - prior order without feedback (--prior MODELS_DIR: the model of the file's collection
   slug; not run where none exists, and said so);
 - greedy rank-graph top-K: `xlarank.rank_graph` refitted each batch, its best unmeasured
@@ -76,6 +79,7 @@ ABLATIONS = {
 }
 RANDOM = "random search (exact)"
 PRIOR = "prior order, no feedback"
+TUNER_PRIOR = "tuner + --prior"
 GREEDY = "greedy rank-graph top-K"
 AUTOTVM = "AutoTVM-style (XGBoost rank:pairwise, 5% random)"
 TPE = "Optuna TPE (per-node categorical, snapped)"
@@ -280,7 +284,10 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None, ablations: bo
         has_optuna = False
         record["notes"].append(f"{TPE}: not run (optuna missing: pip install "
                                "'xlarank[bench]')")
-    base = Tuner(graph, prior=prior, threads=THREADS)
+    # The headline tuner has no prior: a prior is the user's model, and one trained on
+    # other data (synthetic, for the real file) can lead it astray; it has its own row.
+    base = Tuner(graph, prior=None, threads=THREADS)
+    with_prior = Tuner(graph, prior=prior, threads=THREADS) if prior is not None else None
     strategies = {TUNER: Strategy(), **(ABLATIONS if ablations else {})}
     results = {}
     for batch in batches:
@@ -292,6 +299,8 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None, ablations: bo
                                                              k, budget))
                 for name, strategy in strategies.items()}
         if prior is not None:
+            runs[TUNER_PRIOR] = lambda seed, k: run_tuner(with_prior.with_seed(seed), pool, k,
+                                                          budget)
             runs[PRIOR] = lambda seed, k: run_prior(pool, prior, budget)
         runs[GREEDY] = lambda seed, k: run_greedy(pool, k, budget, seed)
         runs[AUTOTVM] = lambda seed, k: run_autotvm(pool, k, budget, seed)
@@ -372,7 +381,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=Path, default=ROOT.parent / "shared" / "tpugraphs")
     parser.add_argument("--synthetic", type=Path, default=None,
-                        help="an xlarank synth tree: one train file per collection")
+                        help="an xlarank synth tree: one valid file per collection")
     parser.add_argument("--prior", type=Path, default=None,
                         help="folder of cross-graph models, one per collection slug")
     parser.add_argument("--seeds", type=int, default=SEEDS)
@@ -388,7 +397,7 @@ def main() -> None:
     sources = ["real"] * len(files)
     if args.synthetic is not None and not args.real_only:
         for collection in COLLECTIONS:
-            for path in split_files(args.synthetic, collection, "train"):
+            for path in split_files(args.synthetic, collection, "valid"):
                 if Pool(load_graph(path)).n >= MIN_SYNTHETIC_DISTINCT:
                     files.append(path)
                     sources.append("synthetic")

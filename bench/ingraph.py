@@ -1,7 +1,8 @@
 """In-graph benchmark: "I measured some configs of my program; rank the rest."
 
 For every labelled layout file given (by default the real samples in ../shared/tpugraphs;
-with --synthetic, also the first labelled layout files of an `xlarank synth` tree), the
+with --synthetic, also the first valid files per layout collection of an `xlarank synth`
+tree: valid, not train, since --prior's models were trained on the train split), the
 graph's distinct configs are split at random: a share of them (0.5, 0.2, 0.1, 0.05) is
 "measured" (every measurement of those configs goes to the ranker), the rest is ranked.
 Kendall tau on the held-out distinct configs (median runtime of each), mean and sd over
@@ -191,9 +192,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=Path, default=ROOT.parent / "shared" / "tpugraphs")
     parser.add_argument("--synthetic", type=Path, default=None,
-                        help="an xlarank synth tree: also its first labelled layout files")
+                        help="an xlarank synth tree: also its first valid layout files")
     parser.add_argument("--synthetic-files", type=int, default=1,
-                        help="train files per layout collection of --synthetic")
+                        help="valid files per layout collection of --synthetic")
     parser.add_argument("--prior", type=Path, default=None,
                         help="folder of cross-graph models, one per collection slug")
     parser.add_argument("--seeds", type=int, default=SEEDS)
@@ -204,7 +205,8 @@ def main() -> None:
     sources = ["real"] * len(files)
     if args.synthetic is not None:
         for collection in COLLECTIONS[1:]:
-            chosen = split_files(args.synthetic, collection, "train")[:args.synthetic_files]
+            # Held out from --prior's training (the train split), so its row is fair.
+            chosen = split_files(args.synthetic, collection, "valid")[:args.synthetic_files]
             files += chosen
             sources += ["synthetic"] * len(chosen)
     started = time.perf_counter()

@@ -57,8 +57,9 @@ _BENCHES = (
     Bench("ingraph", "In-graph ranking",
           "python bench/ingraph.py --synthetic data/synth-demo --prior "
           "models/trained/synth-demo/xlarank --out bench/results/ingraph.json",
-          "On every labelled real TpuGraphs layout sample and the first synthetic demo train "
-          "file per layout collection: a share of the distinct configs \"measured\", the rest "
+          "On every labelled real TpuGraphs layout sample and the first synthetic demo valid "
+          "file per layout collection (held out from the --prior models' training): a share "
+          "of the distinct configs \"measured\", the rest "
           "ranked (Kendall tau over seeds), by `rank-graph` and its variants, the default "
           "pipeline trained in-graph, a raw-column LightGBM peer and random order."),
     Bench("ablation", "Feature ablation",
@@ -90,7 +91,8 @@ _BENCHES = (
           "models/trained/synth-demo/xlarank --out bench/results/autotune.json",
           "Measurements each strategy spends before it holds a top-1% config, the tuner against "
           "random search, greedy rank-graph, an AutoTVM-style ranker and Optuna TPE, replayed "
-          "on the real unet3d sample and one synthetic demo train file per collection."),
+          "on the real unet3d sample and one synthetic demo valid file per collection (held out "
+          "from the --prior models' training)."),
     Bench("full", "Full dataset end to end",
           "python bench/full.py --preset real --out bench/results/full.json",
           "The whole dataset's size on one machine (`make bench-full`): the `real` synthetic "
