@@ -70,12 +70,17 @@ def provenance() -> dict:
     }
 
 
-def write_record(out: Path | str, record: dict) -> Path:
-    """Write `record` with its provenance to `out` (JSON), replacing it whole."""
+def write_text_atomic(out: Path | str, text: str) -> Path:
+    """Write `text` to `out` under a temporary name, then rename: never half-written."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    stamped = {"provenance": provenance(), **record}
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(stamped, indent=2, default=float) + "\n")
+    tmp.write_text(text)
     os.replace(tmp, out)
     return out
+
+
+def write_record(out: Path | str, record: dict) -> Path:
+    """Write `record` with its provenance to `out` (JSON), replacing it whole."""
+    stamped = {"provenance": provenance(), **record}
+    return write_text_atomic(out, json.dumps(stamped, indent=2, default=float) + "\n")

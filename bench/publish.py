@@ -20,10 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from pathlib import Path
 from typing import NamedTuple
+
+from provenance import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_BYTES = 150_000
@@ -590,13 +591,6 @@ def _drop_bulky(value, dropped: set[str]):
     return value
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def publish(results: Path, published: Path) -> list[str]:
     """Copy each stamped results record to `published` (trimmed when large); the messages."""
     said = []
@@ -622,7 +616,7 @@ def publish(results: Path, published: Path) -> list[str]:
                 record["dropped_by_publish"] = sorted(dropped)
                 text = json.dumps(record, indent=2) + "\n"
                 note = f" (dropped {', '.join(sorted(dropped))}: {len(text.encode())} bytes)"
-        _write_atomic(published / source.name, text)
+        write_text_atomic(published / source.name, text)
         said.append(f"published {_show(source)} -> {_show(published / source.name)}{note}")
     return said
 
@@ -658,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for line in publish(_path(args.results), published):
         print(line)
-    _write_atomic(out, render(published))
+    write_text_atomic(out, render(published))
     print(f"wrote {_show(out)}")
     return 0
 
