@@ -50,6 +50,49 @@ def synth(
     console.print(f"wrote synthetic dataset ({preset}, seed {seed}) to {out_dir} "
               "[dim](synthetic data, not TpuGraphs)[/dim]")
 
+@app.command("import")
+def import_(
+    sources: Annotated[list[Path], typer.Argument(
+        help="TpuGraphs tuning records (TuningData for tile, ModuleTuningData for layout) "
+             "or XLA HLO dumps (*.hlo.pb from --xla_dump_hlo_as_proto, or an "
+             "HloModuleProto).")],
+    out_dir: Annotated[Path, typer.Option(
+        "--out-dir", help="Folder to create; gets npz/<collection>/<split>/*.npz.")],
+    collection: Annotated[str | None, typer.Option(
+        help="What the record cannot tell: a layout record's collection "
+             "[layout:xla:default]; tile records are tile:xla.")] = None,
+    split: Annotated[str | None, typer.Option(
+        help="train, valid or test [train for measured records, test for dumps].")] = None,
+    name: Annotated[str | None, typer.Option(
+        help="File name of a layout import [the module's name].")] = None,
+    kind: Annotated[str, typer.Option(
+        help="auto, tuning-data, module-tuning-data, hlo-proto or hlo-module.")] = "auto",
+    drop_failed_runs: Annotated[bool, typer.Option(
+        "--drop-failed-runs", help="Leave out runs that failed (ConfigProfile.error), as "
+        "the official converter does, instead of stopping.")] = False,
+    candidates: Annotated[int, typer.Option(
+        help="Candidate layout configs to write for an HLO dump.")] = 16,
+    seed: Annotated[int, typer.Option(help="Seed of a dump's candidate configs.")] = 0,
+) -> None:
+    """Write XLA tuning records or HLO dumps as TpuGraphs npz files, with the official
+    converter's features (no XLA or TensorFlow needed).
+
+    A dump gets the test split and candidate configs with runtimes 0: rank them with
+    xlarank score. See docs/xla.md.
+    """
+    from xlarank.data.xla import MANIFEST, import_records
+
+    with _user_errors():
+        check_outputs([Output(out_dir, "dir", marker=MANIFEST)],
+                      [Input(s) for s in sources])
+        with _progress("import", len(sources)) as tick:
+            graphs = import_records(sources, out_dir, collection=collection, split=split,
+                                    name=name, kind=kind, drop_failed_runs=drop_failed_runs,
+                                    candidates=candidates, seed=seed, on_file=tick)
+    for graph in graphs:
+        console.print(f"{out_dir / graph.relative_path}: {graph.note}", highlight=False)
+
+
 @app.command()
 def specs(
     kind: Annotated[str | None, typer.Option(help="feature or booster [both].")] = None,

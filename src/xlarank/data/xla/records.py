@@ -1,0 +1,375 @@
+"""TpuGraphs tuning records and XLA's HLO dumps, read into the dataset's own arrays.
+
+Four kinds of file are read, told apart by their contents (or named with ``kind``):
+
+- ``TuningData`` (tuning.proto): tile kernels, each a ModuleTuningData with HloOpConfig
+  runs; one tile file per kernel, as the official converter's OpTuningDataIterator keeps
+  them (kernels with one run, or with a run lacking a tile config, are left out).
+- ``ModuleTuningData`` with HloModuleConfig runs: one layout file.
+- ``HloProto`` (what ``--xla_dump_hlo_as_proto`` writes as ``*.hlo.pb``) or a bare
+  ``HloModuleProto``: one layout file of the test split with no measurements, whose
+  configurable nodes and candidate configs xlarank chooses (`candidate_layouts`).
+
+The official converter drops failed runs (``ConfigProfile.error``) and, for tile, runs
+of at most 1 ns; here they are an error unless ``drop_failed_runs`` is set, so that a
+record's failures are never silently thrown away.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import stat
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from xlarank.data.collections import Collection, get_collection
+from xlarank.data.xla.encode import (
+    EncodedModule,
+    ModuleError,
+    encode_module,
+    tile_config_features,
+    warn_unknown_opcodes,
+)
+from xlarank.data.xla.messages import Message, decode
+from xlarank.data.xla.opcodes import OPCODE_IDS
+from xlarank.data.xla.wire import WireError, fields
+from xlarank.errors import BadGraphError, XlarankError, XlarankWarning
+
+KINDS = ("auto", "tuning-data", "module-tuning-data", "hlo-proto", "hlo-module")
+LAYOUT_DIMS = 6
+LAYOUT_TENSORS = 3
+# Instructions whose layouts the TPU compiler leaves open in the dataset's layout records
+# (all configurable nodes of the real samples are one of these, outside fusions).
+CONFIGURABLE_OPCODES = tuple(OPCODE_IDS[name] for name in ("convolution", "dot", "reshape"))
+# Tensors a configurable node's config fixes: output and input; kernel for two-operand ops.
+KERNEL_OPCODES = tuple(OPCODE_IDS[name] for name in ("convolution", "dot"))
+
+
+@dataclass
+class ImportedGraph:
+    """One npz file to be: its collection, split and name, and its arrays with the dataset's
+    keys and dtypes (FORMAT.md)."""
+
+    collection: Collection
+    split: str
+    name: str
+    arrays: dict[str, np.ndarray] = field(repr=False)
+    source: Path = Path()
+    note: str = ""
+
+    @property
+    def relative_path(self) -> Path:
+        return Path("npz") / self.collection.folder / self.split / f"{self.name}.npz"
+
+
+@contextmanager
+def _mapped(path: Path) -> Iterator[memoryview]:
+    """The file's bytes, mapped rather than read, so a large record costs page cache, not
+    heap. Anything but a regular file is refused before it is opened: a FIFO would hang."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise BadGraphError(path, f"cannot read it ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise BadGraphError(path, "not a regular file")
+    if info.st_size == 0:
+        raise BadGraphError(path, "empty file")
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        view = memoryview(mapped)
+        try:
+            yield view
+        finally:
+            view.release()
+            mapped.close()
+
+
+def _top_numbers(buf: memoryview) -> set[int]:
+    return {number for number, _, _ in fields(buf)}
+
+
+def _looks_like_module(buf: memoryview, span) -> bool:
+    try:
+        module = decode(buf, "HloModuleProto", span)
+        comps = module.get("computations")
+        if not comps:
+            return False
+        comp = decode(buf, "HloComputationProto", comps[-1])
+        insts = comp.get("instructions")
+        return bool(insts) and bool(decode(buf, "HloInstructionProto", insts[0]).get("opcode"))
+    except WireError:
+        return False
+
+
+def detect_kind(buf: memoryview) -> str:
+    """Which of KINDS the bytes hold; WireError if none."""
+    try:
+        numbers = _top_numbers(buf)
+    except WireError as exc:
+        raise WireError(f"not a protobuf message ({exc}), so not a TpuGraphs tuning record "
+                        "or an HLO module") from None
+    if numbers & {2, 3, 4} and 1 in numbers:
+        top = decode(buf, "ModuleTuningData")
+        if top.get("runs") and _looks_like_module(buf, top["module"]):
+            return "module-tuning-data"
+    if numbers == {1}:
+        spans = decode(buf, "TuningData").get("modules")
+        try:
+            inner = decode(buf, "ModuleTuningData", spans[0])
+            if inner.get("module") and _looks_like_module(buf, inner["module"]):
+                return "tuning-data"
+        except WireError:
+            pass
+        if len(spans) == 1 and _looks_like_module(buf, spans[0]):
+            return "hlo-proto"
+    if _looks_like_module(buf, None):
+        return "hlo-module"
+    raise WireError("not a TpuGraphs tuning record (TuningData, ModuleTuningData) or an "
+                    "HLO module (HloProto, HloModuleProto)")
+
+
+def read_records(path: str | Path, *, kind: str = "auto", collection: str | None = None,
+                 split: str | None = None, name: str | None = None,
+                 drop_failed_runs: bool = False, candidates: int = 16,
+                 seed: int = 0) -> list[ImportedGraph]:
+    """The npz files one record or HLO dump makes, checked whole before any is written.
+
+    ``collection`` and ``split`` are what the record cannot tell: a layout record's source
+    and search (layout:xla:default unless given), and the split (train for measured
+    records, test for a dump, whose runtimes are 0). ``name`` names a layout file (the
+    module's name otherwise); a tile file is named ``<kernel>_<fingerprint>`` as the
+    dataset's are. ``candidates`` and ``seed`` shape a dump's candidate configs.
+    """
+    path = Path(path)
+    if kind not in KINDS:
+        raise XlarankError(f"unknown record kind {kind!r}; known: {', '.join(KINDS)}")
+    if seed < 0:
+        raise XlarankError(f"--seed must be 0 or more, not {seed}")
+    if candidates < 1:
+        raise XlarankError(f"--candidates must be at least 1, not {candidates}")
+    with _mapped(path) as buf:
+        try:
+            found = detect_kind(buf) if kind == "auto" else kind
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", XlarankWarning)
+                if found == "tuning-data":
+                    graphs = _tile_graphs(buf, path, collection, split, drop_failed_runs)
+                elif found == "module-tuning-data":
+                    graphs = [_layout_graph(buf, path, decode(buf, "ModuleTuningData"),
+                                            collection, split, name, drop_failed_runs)]
+                else:
+                    span = decode(buf, "HloProto").get("hlo_module") if found == "hlo-proto" \
+                        else None
+                    graphs = [_dump_graph(buf, path, span, collection, split, name,
+                                          candidates, seed)]
+        except (WireError, ModuleError) as exc:
+            raise BadGraphError(path, f"{exc}") from None
+    for warning in caught:
+        warnings.warn(f"{path}: {warning.message}", XlarankWarning, stacklevel=2)
+    return graphs
+
+
+def _split(split: str | None, default: str) -> str:
+    from xlarank.data.collections import SPLITS
+
+    split = split or default
+    if split not in SPLITS:
+        raise XlarankError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
+    return split
+
+
+def _layout_collection(collection: str | None) -> Collection:
+    found = get_collection(collection or "layout:xla:default")
+    if found.is_tile:
+        raise XlarankError(f"--collection {found}: this record holds layout configs; give a "
+                           "layout collection")
+    return found
+
+
+def _safe_name(name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "module"
+    return cleaned[:200]
+
+
+def _measured_runs(runs: list[Message], config_field: str, what: str,
+                   drop_failed_runs: bool, min_ns: int) -> list[Message]:
+    """The runs the converter keeps, or XlarankError when runs failed and dropping them was
+    not asked for, or when no default run is left."""
+    failed = [i for i, r in enumerate(runs)
+              if r.get("error") or "profile" not in r
+              or r.get("profile").get("compute_time_ns") < min_ns]
+    if failed and not drop_failed_runs:
+        raise XlarankError(
+            f"{what}: {len(failed)} of {len(runs)} runs failed (ConfigProfile.error, or no "
+            f"runtime; first: run {failed[0]}); pass --drop-failed-runs to leave them out "
+            "as the official converter does")
+    kept = [r for i, r in enumerate(runs) if i not in set(failed)]
+    other = [i for i, r in enumerate(kept) if config_field not in r]
+    if other:
+        raise XlarankError(f"{what}: run {other[0]} has no {config_field}; a record holds "
+                           "one kind of config")
+    if not any(r.get("is_default") for r in kept):
+        raise XlarankError(f"{what}: no default run (is_default) among the measured runs; "
+                           "the official converter needs one to normalize runtimes")
+    return kept
+
+
+def _layout_graph(buf, path: Path, record: Message, collection, split, name,
+                  drop_failed_runs: bool) -> ImportedGraph:
+    coll = _layout_collection(collection)
+    if "module" not in record:
+        raise ModuleError("the record holds no module")
+    encoded = encode_module(buf, record["module"])
+    warn_unknown_opcodes("module " + encoded.name, encoded.unknown_opcodes)
+    config_nodes = np.array(record.get("config_index_to_node"), dtype=np.int64)
+    if not len(config_nodes):
+        raise XlarankError(f"{path}: config_index_to_node is empty: the record names no "
+                           "configurable node")
+    if config_nodes.max() >= len(encoded.node_opcode):
+        raise XlarankError(f"{path}: config_index_to_node names node {config_nodes.max()}, "
+                           f"past the module's {len(encoded.node_opcode)} nodes")
+    runs = _measured_runs(record.get("runs"), "module_config", str(path), drop_failed_runs, 1)
+    configs = np.full((len(runs), len(config_nodes), LAYOUT_TENSORS * LAYOUT_DIMS), -1,
+                      dtype=np.float32)
+    for i, run in enumerate(runs):
+        nodes = run["module_config"].get("layout_config").get("nodes")
+        if len(nodes) != len(config_nodes):
+            raise XlarankError(f"{path}: run {i} configures {len(nodes)} nodes, "
+                               f"config_index_to_node names {len(config_nodes)}")
+        for j, node in enumerate(nodes):
+            tensors = node.get("tensors")
+            if len(tensors) > LAYOUT_TENSORS:
+                raise XlarankError(f"{path}: run {i} gives node {j} {len(tensors)} tensor "
+                                   f"layouts; at most {LAYOUT_TENSORS} are read")
+            for t, tensor in enumerate(tensors):
+                dims = tensor.get("dims")[:LAYOUT_DIMS]
+                configs[i, j, t * LAYOUT_DIMS:t * LAYOUT_DIMS + len(dims)] = dims
+    arrays = _graph_arrays(encoded)
+    arrays.update(node_config_ids=config_nodes, node_config_feat=configs,
+                  config_runtime=np.array([r["profile"].get("compute_time_ns") for r in runs],
+                                          dtype=np.int64))
+    return ImportedGraph(coll, _split(split, "train"), _safe_name(name or encoded.name),
+                         arrays, path, f"{len(runs)} measured layout configs")
+
+
+def _graph_arrays(encoded: EncodedModule) -> dict[str, np.ndarray]:
+    return {"node_feat": encoded.node_feat, "node_opcode": encoded.node_opcode,
+            "edge_index": encoded.edge_index, "node_splits": encoded.node_splits[None, :]}
+
+
+def _tile_graphs(buf, path: Path, collection, split, drop_failed_runs: bool
+                 ) -> list[ImportedGraph]:
+    coll = get_collection(collection or "tile:xla")
+    if not coll.is_tile:
+        raise XlarankError(f"--collection {coll}: this record holds tile kernels; give tile:xla")
+    graphs = []
+    skipped = []
+    for k, span in enumerate(decode(buf, "TuningData").get("modules")):
+        record = decode(buf, "ModuleTuningData", span)
+        runs = record.get("runs")
+        what = f"{path}: kernel {k}"
+        if "module" not in record or len(runs) <= 1:
+            skipped.append(f"kernel {k} ({'no module' if 'module' not in record else 'one run'})")
+            continue
+        if any("tile_size_config" not in r.get("op_config") for r in runs):
+            skipped.append(f"kernel {k} (a run without a tile config)")
+            continue
+        runs = _measured_runs(runs, "op_config", what, drop_failed_runs, 2)
+        encoded = encode_module(buf, record["module"])
+        warn_unknown_opcodes(f"kernel {encoded.name}", encoded.unknown_opcodes)
+        default = next(r for r in runs if r.get("is_default"))
+        fingerprint = record.get("fingerprint")
+        signed = fingerprint - (1 << 64) if fingerprint >= 1 << 63 else fingerprint
+        tag = f"-{-signed:x}" if signed < 0 else f"{signed:x}"
+        arrays = _graph_arrays(encoded)
+        del arrays["node_splits"]
+        runtimes = np.array([r["profile"].get("compute_time_ns") for r in runs], dtype=np.int64)
+        arrays.update(
+            config_feat=np.array([tile_config_features(r["op_config"]["tile_size_config"])
+                                  for r in runs], dtype=np.int64).astype(np.float32),
+            config_runtime=runtimes,
+            config_runtime_normalizers=np.full(len(runs), default["profile"].get(
+                "compute_time_ns"), dtype=np.int64))
+        graphs.append(ImportedGraph(coll, _split(split, "train"),
+                                    _safe_name(f"{encoded.name}_{tag}"), arrays, path,
+                                    f"{len(runs)} measured tile configs"))
+    if skipped:
+        warnings.warn(f"left out as the official converter does: {', '.join(skipped)}",
+                      XlarankWarning, stacklevel=2)
+    if not graphs:
+        raise XlarankError(f"{path}: no tile kernel with measured runs")
+    names = [g.name for g in graphs]
+    if len(set(names)) != len(names):
+        raise XlarankError(f"{path}: two kernels share a name and fingerprint")
+    return graphs
+
+
+def configurable_nodes(encoded: EncodedModule) -> np.ndarray:
+    """Nodes whose layout a dump's candidate configs set: convolution, dot and reshape
+    outside fused computations, of rank 2 or more (int64, sorted)."""
+    keep = (np.isin(encoded.node_opcode, CONFIGURABLE_OPCODES) & ~encoded.node_fused
+            & (encoded.node_rank >= 2))
+    return np.flatnonzero(keep).astype(np.int64)
+
+
+def candidate_layouts(encoded: EncodedModule, nodes: np.ndarray, count: int, seed: int
+                      ) -> np.ndarray:
+    """``count`` layout configs for ``nodes``, float32 (count, len(nodes), 18).
+
+    Real configs fix the two minor-most dimensions of each tensor (FORMAT.md, "Layout
+    configs as they really are") and flip between few choices per node. Config 0 fixes
+    every tensor's two minor-most dimensions as the module has them; each other config
+    swaps them, per tensor, with probability one half. Configs are distinct where the
+    nodes allow it.
+    """
+    rng = np.random.default_rng(seed)
+    tensors = []  # (node slot, tensor slot, its default two minor-most dims)
+    for j, node in enumerate(nodes):
+        members = [node, encoded.node_operands[node, 0]]
+        if encoded.node_opcode[node] in KERNEL_OPCODES:
+            members.append(encoded.node_operands[node, 1])
+        for t, member in enumerate(members):
+            if member < 0 or encoded.node_rank[member] < 2:
+                continue
+            rank = int(encoded.node_rank[member])
+            layout = encoded.node_feat[member, 134:134 + rank].astype(np.int64)
+            if sorted(layout.tolist()) != list(range(rank)):  # no layout in the dump
+                layout = np.arange(rank)[::-1]
+            tensors.append((j, t, int(layout[0]), int(layout[1])))
+    configs = np.full((count, len(nodes), LAYOUT_TENSORS * LAYOUT_DIMS), -1, dtype=np.float32)
+    seen = set()
+    for i in range(count):
+        for _ in range(32):  # a few draws to find a config not yet listed
+            flips = np.zeros(len(tensors), dtype=bool) if i == 0 else \
+                rng.random(len(tensors)) < 0.5
+            if flips.tobytes() not in seen:
+                break
+        seen.add(flips.tobytes())
+        for (j, t, minor, second), flip in zip(tensors, flips):
+            pair = (second, minor) if flip else (minor, second)
+            configs[i, j, t * LAYOUT_DIMS:t * LAYOUT_DIMS + 2] = pair
+    return configs
+
+
+def _dump_graph(buf, path: Path, span, collection, split, name, candidates: int,
+                seed: int) -> ImportedGraph:
+    coll = _layout_collection(collection)
+    encoded = encode_module(buf, span)
+    warn_unknown_opcodes("module " + encoded.name, encoded.unknown_opcodes)
+    nodes = configurable_nodes(encoded)
+    if not len(nodes):
+        raise XlarankError(f"{path}: the module has no configurable node (convolution, dot "
+                           "or reshape of rank 2 or more outside a fusion)")
+    arrays = _graph_arrays(encoded)
+    arrays.update(node_config_ids=nodes,
+                  node_config_feat=candidate_layouts(encoded, nodes, candidates, seed),
+                  config_runtime=np.zeros(candidates, dtype=np.int64))
+    return ImportedGraph(coll, _split(split, "test"), _safe_name(name or encoded.name), arrays,
+                         path, f"{candidates} candidate layout configs, not measured")
