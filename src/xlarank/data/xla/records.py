@@ -96,16 +96,15 @@ def _top_numbers(buf: memoryview) -> set[int]:
 
 
 def _looks_like_module(buf: memoryview, span) -> bool:
-    try:
-        module = decode(buf, "HloModuleProto", span)
-        comps = module.get("computations")
-        if not comps:
-            return False
-        comp = decode(buf, "HloComputationProto", comps[-1])
-        insts = comp.get("instructions")
-        return bool(insts) and bool(decode(buf, "HloInstructionProto", insts[0]).get("opcode"))
-    except WireError:
+    """Whether ``buf[span]`` decodes as an HloModuleProto whose last computation has an
+    instruction with an opcode; WireError from the decoder passes through."""
+    module = decode(buf, "HloModuleProto", span)
+    comps = module.get("computations")
+    if not comps:
         return False
+    comp = decode(buf, "HloComputationProto", comps[-1])
+    insts = comp.get("instructions")
+    return bool(insts) and bool(decode(buf, "HloInstructionProto", insts[0]).get("opcode"))
 
 
 def detect_kind(buf: memoryview) -> str:
@@ -115,24 +114,39 @@ def detect_kind(buf: memoryview) -> str:
     except WireError as exc:
         raise WireError(f"not a protobuf message ({exc}), so not a TpuGraphs tuning record "
                         "or an HLO module") from None
-    if numbers & {2, 3, 4} and 1 in numbers:
-        top = decode(buf, "ModuleTuningData")
-        if top.get("runs") and _looks_like_module(buf, top["module"]):
-            return "module-tuning-data"
-    if numbers == {1}:
-        spans = decode(buf, "TuningData").get("modules")
+    reasons: list[str] = []
+
+    def attempt(kind: str, test) -> bool:
         try:
-            inner = decode(buf, "ModuleTuningData", spans[0])
-            if inner.get("module") and _looks_like_module(buf, inner["module"]):
-                return "tuning-data"
-        except WireError:
-            pass
-        if len(spans) == 1 and _looks_like_module(buf, spans[0]):
-            return "hlo-proto"
-    if _looks_like_module(buf, None):
+            return bool(test())
+        except WireError as exc:
+            reasons.append(f"read as {kind}: {exc}")
+            return False
+
+    def module_tuning() -> bool:
+        top = decode(buf, "ModuleTuningData")
+        return top.get("runs") and _looks_like_module(buf, top["module"])
+
+    def tuning() -> bool:
+        spans = decode(buf, "TuningData").get("modules")
+        inner = decode(buf, "ModuleTuningData", spans[0])
+        return inner.get("module") and _looks_like_module(buf, inner["module"])
+
+    if 1 in numbers and numbers & {2, 3, 4} and attempt("ModuleTuningData", module_tuning):
+        return "module-tuning-data"
+    if numbers == {1} and attempt("TuningData", tuning):
+        return "tuning-data"
+    # What --xla_dump_hlo_as_proto writes: the module, and after optimizations the buffer
+    # assignment (field 3).
+    if numbers <= {1, 3} and attempt(
+            "HloProto",
+            lambda: _looks_like_module(buf, decode(buf, "HloProto").get("hlo_module"))):
+        return "hlo-proto"
+    if attempt("HloModuleProto", lambda: _looks_like_module(buf, None)):
         return "hlo-module"
     raise WireError("not a TpuGraphs tuning record (TuningData, ModuleTuningData) or an "
-                    "HLO module (HloProto, HloModuleProto)")
+                    "HLO module (HloProto, HloModuleProto)"
+                    + (f" ({'; '.join(reasons)})" if reasons else ""))
 
 
 def read_records(path: str | Path, *, kind: str = "auto", collection: str | None = None,

@@ -1,0 +1,83 @@
+"""A small protobuf writer for test records: keys, varints and length-delimited fields.
+
+Test inputs only; xlarank itself never writes protobuf. A message is a list of
+(field number, value) pairs: an int is a varint (negatives as 10-byte two's complement),
+bytes or str are length-delimited, a list is a nested message.
+"""
+
+from __future__ import annotations
+
+
+def varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def message(pairs) -> bytes:
+    out = bytearray()
+    for number, value in pairs:
+        if isinstance(value, bool) or isinstance(value, int):
+            out += varint(number << 3) + varint(int(value))
+        else:
+            payload = value.encode() if isinstance(value, str) else \
+                message(value) if isinstance(value, list) else bytes(value)
+            out += varint(number << 3 | 2) + varint(len(payload)) + payload
+    return bytes(out)
+
+
+def shape(element_type: int, dims: list[int], minor_to_major: list[int] | None = None):
+    pairs = [(2, element_type)] + [(3, d) for d in dims]
+    if minor_to_major is not None:
+        pairs.append((5, [(1, m) for m in minor_to_major]))
+    return pairs
+
+
+def instruction(inst_id: int, opcode: str, operands=(), called=(), dims=(4, 4),
+                name: str | None = None, **extra):
+    pairs = [(1, name or f"{opcode}.{inst_id}"), (2, opcode),
+             (3, shape(11, list(dims), list(range(len(dims)))[::-1])), (35, inst_id)]
+    pairs += [(36, o) for o in operands] + [(38, c) for c in called]
+    for number, value in extra.items():
+        pairs.append((int(number.lstrip("f")), value))
+    return pairs
+
+
+def computation(comp_id: int, name: str, instructions, root_id: int):
+    return [(1, name)] + [(2, i) for i in instructions] + [(5, comp_id), (6, root_id)]
+
+
+def module(name: str, computations, entry_id: int | None):
+    pairs = [(1, name)] + [(3, c) for c in computations]
+    if entry_id is not None:
+        pairs.append((6, entry_id))
+    return pairs
+
+
+def layout_run(nodes, runtime_ns: int, default: bool = False, error: bool = False):
+    """nodes: per configurable node, a list of tensors' dims lists."""
+    layout = [(1, [(1, [(1, d) for d in dims]) for dims in tensors]) for tensors in nodes]
+    pairs = [(2, [(1, layout)])]
+    if error:
+        pairs.append((3, True))
+    pairs.append((4, [(4, runtime_ns)]))
+    if default:
+        pairs.append((5, True))
+    return pairs
+
+
+def tile_run(output_bounds, runtime_ns: int, default: bool = False, error: bool = False):
+    pairs = [(1, [(1, [(2, b) for b in output_bounds])])]
+    if error:
+        pairs.append((3, True))
+    pairs.append((4, [(4, runtime_ns)]))
+    if default:
+        pairs.append((5, True))
+    return pairs
