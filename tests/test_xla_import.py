@@ -294,3 +294,34 @@ def test_cli_import_writes_the_tree_and_refuses_a_foreign_folder(tmp_path):
     (foreign / "keep.txt").write_text("mine")
     result = runner.invoke(app, ["import", str(tmp_path / "r.pb"), "--out-dir", str(foreign)])
     assert result.exit_code == 2 and (foreign / "keep.txt").is_file()
+
+
+# ---------------------------------------------------------------- docs/xla.md, run as written
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "xla.md"
+
+
+@pytest.mark.slow
+def test_the_jax_walk_through_runs_as_written(tmp_path):
+    pytest.importorskip("jax")
+    _raw(LAYOUT_RECORD)
+    text = DOCS.read_text()
+    python_block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    shell_block = re.search(r"```sh\n(.*?)```", text, re.S).group(1)
+    (tmp_path / "model.py").write_text(python_block)
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "TPUGRAPHS": str(SAMPLES),
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+           "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", shell_block], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    ranked = (tmp_path / "ranked.csv").read_text().splitlines()
+    assert ranked[0].split(",")[3:5] == ["rank", "config_index"]
+    rows = [line.split(",") for line in ranked[1:]]
+    assert sorted(int(r[4]) for r in rows) == list(range(32))
+    assert [int(r[3]) for r in rows] == list(range(1, 33))
+    test_file = np.load(tmp_path / "mine/npz/layout/xla/default/test/jit_block.npz")
+    opcodes = test_file["node_opcode"][test_file["node_config_ids"]]
+    assert sorted(opcodes.tolist()) == sorted(OPCODE_IDS[o] for o in
+                                              ("convolution", "reshape", "dot"))
