@@ -144,7 +144,7 @@ QUALITY_SEEDS ?= 3
 DEMO_FRAMES := features/frames/$(notdir $(DEMO_DATA))
 DEMO_TRAINED := models/trained/$(notdir $(DEMO_DATA))
 DEMO_MODELS := $(foreach c,$(COLLECTIONS),$(DEMO_TRAINED)/xlarank/$(c)/card.json)
-bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, scoring latency, ablation, engines, quality, in-graph, published systems, autotune replay -> bench/results/*.json
+bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, scoring latency, ablation, engines, quality, in-graph, published systems, real tile kernels, autotune replay -> bench/results/*.json
 	$(MAKE) --no-print-directory $(DEMO_MODELS) DATA=$(DEMO_DATA)
 	$(BIN)/python bench/featurize.py $(BENCH_GRAPH) $(REAL_NLP_SAMPLE) --out bench/results/featurize.json
 	$(BIN)/python bench/score.py $(REAL_NLP_SAMPLE) --model $(DEMO_TRAINED)/xlarank/layout-nlp-default \
@@ -155,6 +155,7 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	    --out bench/results/engines.json
 	$(BIN)/python bench/quality.py $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/quality.json
 	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/systems.json
+	$(BIN)/python bench/tile_kernels.py --seeds $(QUALITY_SEEDS) --out bench/results/tile_kernels.json
 	$(BIN)/python bench/autotune.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/autotune.json
 	@echo "bench figures: bench/results/*.json. The page to update is docs/benchmarks.md:" \
 	    "'make bench-publish' copies them to bench/published/ and rewrites it."

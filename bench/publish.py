@@ -87,6 +87,14 @@ _BENCHES = (
           "xlarank beside tpugraphs-gnn, gru and hybrid (docs/systems.md), the same splits for "
           "every system: cross-graph on the synthetic demo data, in-graph on the real unet3d "
           "sample, and epoch cost on a sample of the real-sized synthetic preset."),
+    Bench("tile_kernels", "Real tile kernels",
+          "python bench/tile_kernels.py --seeds 3 --out bench/results/tile_kernels.json",
+          "The 15 real tile kernels of the XLA tuning record `../shared/tpugraphs/raw/"
+          "op_tuning_data.pb` (`xlarank import --drop-failed-runs`), the only real data here "
+          "with more than one graph of a collection: in-kernel (half of each kernel's distinct "
+          "configs measured, Kendall tau on the rest, kernels with at least 10 distinct "
+          "configs) and leave-one-kernel-out (train on 14, 1 - slowdown@5 on the held-out "
+          "one), for xlarank, each published system and random order."),
     Bench("autotune", "Autotune replay",
           "python bench/autotune.py --synthetic data/synth-demo --prior "
           "models/trained/synth-demo/xlarank --out bench/results/autotune.json",
@@ -455,6 +463,34 @@ def systems(rec: dict) -> list[str]:
     return out
 
 
+def tile_kernels(rec: dict) -> list[str]:
+    kernels = rec["kernels"]
+    out = [f"Data: {data(rec['data'])}; {rec['seeds']} seeds, {rec['threads']} threads. "
+           f"{len(kernels)} kernels, {sum(k['configs'] for k in kernels)} configs "
+           f"({', '.join(str(k['configs']) for k in kernels)}); the slowest config is "
+           f"{num(max(k['max_over_default'] for k in kernels), 3)}x its kernel's default. "
+           "In-kernel cells: mean ± sd over seeds of the mean tau over kernels (worst seed); "
+           "leave-one-kernel-out: 1 - slowdown@5 mean ± sd over seeds, over kernels with more "
+           "than 5 configs and over all, the median and the share of (kernel, seed) within 5% "
+           "of the best, over all kernels; then 1 - slowdown@1; then seconds for both "
+           "protocols and peak RSS."]
+    rows = []
+    for name, r in rec["systems"].items():
+        loko = r["loko"]
+        rows.append([name, pm(r["in_kernel_tau"], "min"), pm(loko["kernels_over_5_configs"]),
+                     pm(loko["all_kernels"]), metric(loko["median"]),
+                     f"{100 * loko['share_within_5pct']:.0f}%", pm(loko["one_minus_slowdown_at_1"]),
+                     num(r["in_kernel_s"] + r["loko_s"], 3), num(r["peak_rss_mb"])])
+    out.append(table(["system", "in-kernel tau", "LOKO >5 configs", "LOKO all", "median",
+                      "within 5%", "LOKO 1 - slowdown@1", "s", "peak RSS MB"], rows))
+    settings = [f"{n} `{json.dumps(r['settings'], sort_keys=True)}`"
+                for n, r in rec["systems"].items() if r.get("settings")]
+    if settings:
+        out.append("Settings (those of the systems bench's synthetic tile row): "
+                   + "; ".join(settings) + ".")
+    return out
+
+
 def autotune(rec: dict) -> list[str]:
     out = [f"Batches {', '.join(map(str, rec['batches']))}; budget "
            f"{num(100 * rec['budget_share'])}% of the distinct configs; {rec['seeds']} seeds; "
@@ -500,8 +536,8 @@ def full(rec: dict) -> list[str]:
 
 
 RENDERERS = {"featurize": featurize, "score": score, "ingraph": ingraph, "ablation": ablation,
-             "engines": engines, "quality": quality, "systems": systems, "autotune": autotune,
-             "full": full}
+             "engines": engines, "quality": quality, "systems": systems,
+             "tile_kernels": tile_kernels, "autotune": autotune, "full": full}
 
 
 # ---------------------------------------------------------------- page

@@ -1,0 +1,174 @@
+"""The 15 real tile kernels of the XLA tuning record: the first cross-graph figures on real data.
+
+The record ../shared/tpugraphs/raw/op_tuning_data.pb holds 15 fused kernels with their
+measured tile configs (`xlarank import`, failed runs dropped as the official converter
+drops them). Two protocols, for xlarank, each published system (`xlarank.systems`) and
+random order:
+
+- in-kernel: on each kernel with at least 10 distinct configs, a random half of the
+  distinct configs is measured (median runtime per config) and the other half ranked;
+  Kendall tau on the held-out half, mean over kernels, per seed.
+- leave-one-kernel-out: train on the other 14 kernels' files, rank every config of the
+  held-out one; 1 - slowdown@5 on runtime / default runtime (the competition's tile
+  metric), over all 15 kernels and over the kernels with more than 5 configs (where the
+  top 5 is not every config), with the median and the share within 5% of the best.
+
+Each system runs in a fresh process (its peak RSS is its own) on 2 threads, with the same
+settings as bench/systems.py's synthetic tile row.
+
+    python bench/tile_kernels.py --out bench/results/tile_kernels.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from provenance import write_record
+from systems import SYNTH_SETTINGS, THREADS, in_fresh_process, peak_rss_mb, summary
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD = ROOT.parent / "shared" / "tpugraphs" / "raw" / "op_tuning_data.pb"
+SYSTEMS = ("xlarank", "tpugraphs-gnn", "gru", "hybrid", "random")
+MIN_DISTINCT_IN_KERNEL = 10
+
+
+def _distinct(graph) -> tuple[np.ndarray, np.ndarray]:
+    """First config index and median normalized runtime of each distinct config."""
+    target = graph.config_runtime / graph.config_runtime_normalizers
+    _, first, inverse = np.unique(graph.config_feat, axis=0, return_index=True,
+                                  return_inverse=True)
+    inverse = inverse.reshape(-1)
+    median = np.array([np.median(target[inverse == g]) for g in range(len(first))])
+    return first, median
+
+
+def kernel_task(task: dict) -> dict:
+    """One system, both protocols, every seed, in this (fresh) process."""
+    import pandas as pd
+
+    from xlarank.data.collections import get_collection
+    from xlarank.data.graph import load_graph
+    from xlarank.metrics import kendall_tau, slowdown_at
+    from xlarank.systems import get_system
+    from xlarank.threads import use_threads
+
+    use_threads(THREADS)
+    # Three kernels have one distinct config or equal runtimes; training says so each fold.
+    warnings.filterwarnings("ignore", message=".*teach the ranker nothing")
+    files = [Path(f) for f in task["files"]]
+    graphs = [load_graph(f) for f in files]
+    collection = get_collection("tile:xla")
+
+    def make(seed):
+        return get_system(task["system"])(seed=seed, threads=THREADS, **task["settings"])
+
+    in_kernel = []
+    started = time.perf_counter()
+    for seed in task["seeds"]:
+        taus = {}
+        for graph in graphs:
+            first, median = _distinct(graph)
+            if len(first) < MIN_DISTINCT_IN_KERNEL:
+                continue
+            order = np.random.default_rng(seed).permutation(len(first))
+            measured, held = order[:len(first) // 2], order[len(first) // 2:]
+            if task["system"] == "random":
+                score = np.random.default_rng(seed).random(graph.n_configs)
+            else:
+                runtime = pd.Series(median[measured] * graph.config_runtime_normalizers[0],
+                                    index=first[measured]).sort_index()
+                score = make(seed).fit_graph(graph, runtime).score(graph)
+            taus[graph.graph_id] = float(np.nan_to_num(kendall_tau(score[first[held]],
+                                                                   median[held])))
+        in_kernel.append({"seed": seed, "tau_mean": float(np.mean(list(taus.values()))),
+                          "per_kernel": taus})
+    in_kernel_s = time.perf_counter() - started
+    loko = []
+    started = time.perf_counter()
+    for seed in task["seeds"]:
+        per_kernel = {}
+        for i, graph in enumerate(graphs):
+            target = graph.config_runtime / graph.config_runtime_normalizers
+            if task["system"] == "random":
+                score = np.random.default_rng(seed + 1000 * i).random(graph.n_configs)
+            else:
+                others = files[:i] + files[i + 1:]
+                score = make(seed).fit(others, collection).score(graph)
+            per_kernel[graph.graph_id] = {
+                "configs": int(graph.n_configs),
+                "slowdown_at_5": float(slowdown_at(score, target, 5)),
+                "slowdown_at_1": float(slowdown_at(score, target, 1))}
+        loko.append({"seed": seed, "per_kernel": per_kernel})
+    return {"in_kernel": in_kernel, "in_kernel_s": round(in_kernel_s, 1), "loko": loko,
+            "loko_s": round(time.perf_counter() - started, 1),
+            "peak_rss_mb": round(peak_rss_mb(), 1)}
+
+
+def _loko_summary(runs: list[dict]) -> dict:
+    def per_seed(keep) -> list[float]:
+        return [float(np.mean([1 - k["slowdown_at_5"] for k in r["per_kernel"].values()
+                               if keep(k)])) for r in runs]
+
+    everything = [1 - k["slowdown_at_5"] for r in runs for k in r["per_kernel"].values()]
+    return {"all_kernels": summary(per_seed(lambda k: True)),
+            "kernels_over_5_configs": summary(per_seed(lambda k: k["configs"] > 5)),
+            "median": round(float(np.median(everything)), 4),
+            "share_within_5pct": round(float(np.mean([1 - v <= 0.05 for v in everything])), 4),
+            "one_minus_slowdown_at_1": summary(
+                [float(np.mean([1 - k["slowdown_at_1"] for k in r["per_kernel"].values()]))
+                 for r in runs])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--record", type=Path, default=RECORD)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    from xlarank.data.xla import import_records
+
+    seeds = list(range(args.seeds))
+    with tempfile.TemporaryDirectory() as tmp:
+        graphs = import_records([args.record], Path(tmp) / "kernels", drop_failed_runs=True)
+        files = [str(Path(tmp) / "kernels" / g.relative_path) for g in graphs]
+        kernels = [{"name": g.name, "configs": int(g.arrays["config_runtime"].size),
+                    "distinct_configs": int(len(np.unique(g.arrays["config_feat"], axis=0))),
+                    "max_over_default": round(float(
+                        (g.arrays["config_runtime"] / g.arrays["config_runtime_normalizers"])
+                        .max()), 3)} for g in graphs]
+        results = {}
+        for system in args.systems.split(","):
+            settings = (SYNTH_SETTINGS.get(system) or {}).get("tile", {})
+            got = in_fresh_process(kernel_task, {"system": system, "settings": settings,
+                                                 "files": files, "seeds": seeds})
+            results[system] = {
+                "settings": settings,
+                "in_kernel_tau": summary([r["tau_mean"] for r in got["in_kernel"]]),
+                "in_kernel_per_kernel_seed0": got["in_kernel"][0]["per_kernel"],
+                "loko": _loko_summary(got["loko"]),
+                "loko_per_kernel_seed0": got["loko"][0]["per_kernel"],
+                "in_kernel_s": got["in_kernel_s"], "loko_s": got["loko_s"],
+                "peak_rss_mb": got["peak_rss_mb"]}
+            r = results[system]
+            print(f"{system:15s} in-kernel tau {r['in_kernel_tau']['mean']:+.4f} ± "
+                  f"{r['in_kernel_tau']['sd']:.4f}   LOKO 1-slowdown@5 "
+                  f"{r['loko']['kernels_over_5_configs']['mean']:.4f} (kernels >5 configs), "
+                  f"{r['loko']['all_kernels']['mean']:.4f} (all)   "
+                  f"{got['in_kernel_s'] + got['loko_s']:.0f} s", flush=True)
+    write_record(args.out, {
+        "data": f"real XLA tuning record {args.record.name} (15 tile kernels), imported "
+                "with failed runs dropped",
+        "seeds": len(seeds), "threads": THREADS, "kernels": kernels,
+        "min_distinct_in_kernel": MIN_DISTINCT_IN_KERNEL, "systems": results})
+
+
+if __name__ == "__main__":
+    main()
