@@ -526,3 +526,48 @@ def test_measured_files(tmp_path_factory, data):
     assert list(table.columns) == ["config_index", "runtime"]
     assert table["config_index"].dtype == np.int64 and (table["config_index"] >= 0).all()
     assert np.isfinite(table["runtime"]).all() and (table["runtime"] > 0).all()
+
+
+# ---------------------------------------------------------------- tuning records (import)
+RECORD_MUTATIONS = ("truncate", "flip", "insert", "delete", "splice")
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*opcode\\(s\\) unknown")
+@given(data=st.data())
+def test_tuning_records(tmp_path_factory, data):
+    """A mutated tuning record or HLO dump gives graphs or one XlarankError, nothing else."""
+    from conftest import SAMPLES
+    from xlarank.data.xla import read_records
+    from xlarank.errors import XlarankError
+
+    records = sorted((SAMPLES / "raw").glob("*.pb"))
+    if not records:
+        pytest.skip("no tuning records in the samples")
+    source = data.draw(st.sampled_from(records))
+    raw = bytearray(source.read_bytes())
+    kind = data.draw(st.sampled_from(RECORD_MUTATIONS))
+    at = data.draw(st.integers(0, len(raw) - 1))
+    if kind == "truncate":
+        raw = raw[:at]
+    elif kind == "flip":
+        for _ in range(data.draw(st.integers(1, 8))):
+            i = data.draw(st.integers(0, len(raw) - 1))
+            raw[i] ^= data.draw(st.integers(1, 255))
+    elif kind == "insert":
+        raw[at:at] = data.draw(st.binary(min_size=1, max_size=16))
+    elif kind == "delete":
+        del raw[at:at + data.draw(st.integers(1, 64))]
+    else:  # a run of bytes from elsewhere in the record
+        start = data.draw(st.integers(0, len(raw) - 1))
+        raw[at:at] = raw[start:start + data.draw(st.integers(1, 256))]
+    path = tmp_path_factory.mktemp("record") / source.name
+    path.write_bytes(bytes(raw))
+    try:
+        graphs = read_records(path, drop_failed_runs=True)
+    except XlarankError as exc:
+        assert str(path) in str(exc)
+        return
+    for graph in graphs:
+        assert graph.arrays["node_feat"].shape[1] == 140
+        assert len(graph.arrays["node_opcode"]) == len(graph.arrays["node_feat"])
