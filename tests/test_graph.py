@@ -4,6 +4,7 @@ members, and clear errors for broken ones."""
 from __future__ import annotations
 
 import itertools
+import re
 import zipfile
 from pathlib import Path
 
@@ -11,28 +12,35 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import SAMPLES
 from xlarank.data.collections import get_collection, locate
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.data.npzstream import NpzStream
 from xlarank.errors import BadGraphError
 
-EXPECTED = {  # from ../shared/tpugraphs/README.md
-    "retinanet.2x2.fp32_-342c949e14733d96": (2, 1, 2),
-    "inception_v3_batch_128_train_426e203f19335d17": (2, 1, 9),
-    "d6f5f54247bd1e58a10b9e7062c636ab": (2, 1, 25),
-    "unet3d": (2774, 4730, 1159),
-    "openai_v0_rnn_optimized": (1277, 2063, 20),
-    "cd708819d3f5103afd6460b15e74eaf3": (490, 749, 1000),
-    "3a0c5517a87df8d82fd637b83298a3ba": (21918, 36278, 1001),
-    "23559853d9702baaaacbb0c83fd32266": (1096, 1688, 1000),
-}
+
+def samples_readme() -> dict[str, tuple[int, int, int, str]]:
+    """The sample table of ../shared/tpugraphs/README.md: file under npz/ -> (nodes, edges,
+    configs, note), so the tests follow the README as files are added to it."""
+    rows = {}
+    for line in (SAMPLES / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].endswith(".npz"):
+            nodes, edges = (int(n) for n in re.findall(r"\d+", cells[2])[:2])
+            configs = int(re.match(r"\d+", cells[3]).group())
+            rows[cells[0]] = (nodes, edges, configs, cells[4])
+    return rows
 
 
 def test_every_real_sample_loads_with_collection_and_split(samples):
-    assert len(samples) == 9
+    listed = samples_readme()
+    assert len(listed) >= 14
+    assert sorted(str(p.relative_to(SAMPLES / "npz")) for p in samples) == sorted(listed)
     for path in samples:
         graph = load_graph(path)
-        assert (graph.n_nodes, len(graph.edge_index), graph.n_configs) == EXPECTED[path.stem]
+        nodes, edges, configs, note = listed[str(path.relative_to(SAMPLES / "npz"))]
+        assert (graph.n_nodes, len(graph.edge_index), graph.n_configs) == (nodes, edges, configs)
+        assert graph.labelled == ("labelled" in note)
         collection, split = locate(path)
         assert graph.collection == collection and graph.split == split == path.parent.name
         assert graph.node_opcode.dtype == np.uint8 and graph.config_runtime.dtype == np.int64
