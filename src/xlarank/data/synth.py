@@ -171,7 +171,7 @@ TILE_READ_NS_PER_BYTE = 0.001
 TILE_FILL_NS_PER_BYTE = 0.005
 # The compiler's own cost model, by which it picks a kernel's default tile: the true cost
 # times a lognormal error of this sigma (real record: the default is the fastest config
-# in 10 of 15 kernels, the others' best is 2-12% faster).
+# in 11 of 15 kernels, the others' best is 2-12% faster).
 TILE_DEFAULT_ERROR = 0.05
 # Hardware tile of the two minor-most dims (sublanes x lanes): the real record's output
 # bounds count whole ones.
