@@ -58,10 +58,13 @@ def run(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
-def one_error_line(result, *needles: str) -> None:
-    """Exit 2 and a single ``error:`` line on stderr holding every needle."""
+def one_error_line(result, *needles: str, warnings: bool = False) -> None:
+    """Exit 2 and a single ``error:`` line on stderr holding every needle; with
+    ``warnings``, ``warning:`` lines about the input may come before it."""
     assert result.exit_code == 2, (result.output, result.exception)
     lines = result.stderr.strip().splitlines()
+    if warnings:
+        lines = [line for line in lines if not line.startswith("warning:")]
     assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
@@ -563,6 +566,9 @@ def test_dedup_median_of_huge_runtimes_is_exact(tiny_data, tmp_path, repo_specs,
                                                 median):
     arrays = tile_arrays(tiny_data)
     n = len(runtimes)
+    # Only the n repeats of config 0: a generated kernel may repeat it further on.
+    for key in ("config_feat", "config_runtime", "config_runtime_normalizers"):
+        arrays[key] = arrays[key][:n].copy()
     arrays["config_feat"][:n] = arrays["config_feat"][0]
     arrays["config_runtime"][:n] = runtimes
     arrays["config_runtime_normalizers"][:] = 1
@@ -1056,8 +1062,10 @@ def test_a_full_disk_is_one_error_line_and_nothing_half_written(inputs_of, tmp_p
     result = run(*[out if a == "OUT" else a for a in args_of[command]])
     # featurize fails writing a part of the frame, beside it, and names that file
     named = str(folder / ".out.parts") if command == "featurize" else str(out)
+    # train may first warn about the tiny data's kernels (some have one distinct config,
+    # as a fifth of the real tuning record's do).
     one_error_line(result, named, os.strerror(code).lower() if code != 28
-                   else "no space left on device", errno_name(code))
+                   else "no space left on device", errno_name(code), warnings=True)
     assert "Traceback" not in result.output
     assert contents(out) == before
     left = sorted(p.name for p in folder.iterdir())

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
 
 from xlarank.data.collections import COLLECTIONS, split_files
-from xlarank.data.config_stats import config_stats, layout_config_stats
+from xlarank.data.config_stats import (
+    config_stats,
+    layout_config_stats,
+    tile_runtime_stats,
+    tile_runtimes_of,
+)
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.data.synth import (
     COPY_NS_PER_BYTE,
@@ -16,6 +22,7 @@ from xlarank.data.synth import (
     OP_WEIGHT,
     PRESETS,
     Program,
+    SynthSize,
     default_layouts,
     draw_unmodelled_costs,
     effective_minor_pair,
@@ -24,10 +31,13 @@ from xlarank.data.synth import (
     layout_runtime,
     layout_setting,
     make_layout_file,
+    make_tile_file,
     pad_factor,
     synth_dataset,
 )
 from xlarank.errors import XlarankError
+
+from conftest import SAMPLES
 
 # Layout config statistics of the real samples (FORMAT.md, "Layout configs as they really
 # are", measured per file on the real layout samples). Generated files must fall in these
@@ -355,3 +365,62 @@ def test_config_stats_of_files_without_configs_or_configurable_nodes():
     no_configs = config_stats(node_feat, np.array([1]), np.zeros((0, 1, 18), np.int8),
                               np.zeros(0, np.int64))
     assert no_configs["n_configs"] == 0 and no_configs["duplicate_rate"] == 0.0
+
+
+# ---------------------------------------------------------------- real tile statistics
+
+# The real TpuGraphs tuning record of 15 tile kernels (../shared/tpugraphs/raw/README).
+REAL_TILE_RECORD = SAMPLES / "raw" / "op_tuning_data.pb"
+# Generated kernels for the comparison: sized like the record's (2 to 56 nodes, 2 to 579
+# configs), enough of them for the quantiles to be stable; seed 0.
+TILE_STATS_SIZE = SynthSize((80, 0, 0), (0, 0, 0), (2, 60), (2, 600), (2, 2), (1, 1), (1, 1))
+# How far the generated statistics may sit from the record's (factors, or differences for
+# the fastest config over the default). The record has 15 kernels, the sample 80: its
+# 90th percentile and maximum are noisy, and 80 kernels reach further into the tail.
+SPREAD_MEDIAN_FACTOR = 2.0   # record 5.5x
+SPREAD_Q90_FACTOR = 3.0      # record 8.5x
+SPREAD_MAX_FACTOR = 5.0      # record 29x
+MIN_RATIO_TOL = 0.05         # record: 10th percentile 0.93, median 1.0
+
+
+def real_tile_record():
+    if not REAL_TILE_RECORD.is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"real tuning record missing at {REAL_TILE_RECORD} (required in CI)")
+        pytest.skip(f"real tuning record not found at {REAL_TILE_RECORD}")
+    return REAL_TILE_RECORD
+
+
+def test_tile_runtime_stats_of_the_real_record():
+    """Pins the measuring code on the record's figures (docs/synthetic.md)."""
+    real = tile_runtime_stats(tile_runtimes_of([real_tile_record()]))
+    assert real["n_configs"].tolist() == [61, 579, 16, 16, 16, 23, 10, 11, 5, 3, 3, 2, 3, 2, 2]
+    np.testing.assert_allclose(
+        real["max_ratio"],
+        [6.83, 26.15, 3.68, 6.98, 6.01, 5.14, 8.33, 4.44, 8.5, 5.5, 6.66, 1.59, 1.87, 1.05, 1.0],
+        atol=0.01)
+    assert np.median(real["spread"]) == pytest.approx(5.5, abs=0.01)
+    assert real["spread"].max() == pytest.approx(28.86, abs=0.01)
+    # The default run is the fastest in 11 of the 15 kernels, and within 12% in all.
+    assert (real["min_ratio"] == 1).sum() == 11 and real["min_ratio"].min() > 0.87
+
+
+def test_generated_tile_runtimes_spread_like_the_real_record(tmp_path):
+    """Runtime over the default, per generated kernel, against the record's 15 kernels:
+    max / min at the median, 90th percentile and maximum within the stated factors, and
+    the fastest config over the default (10th percentile, median) within MIN_RATIO_TOL."""
+    real = tile_runtime_stats(tile_runtimes_of([real_tile_record()]))
+    for i in range(TILE_STATS_SIZE.tile_files[0]):
+        make_tile_file(tmp_path / f"k{i}.npz", 0, "train", i, TILE_STATS_SIZE)
+    synth = tile_runtime_stats(tile_runtimes_of([tmp_path]))
+
+    def within(key, q, factor):
+        got, want = np.quantile(synth[key], q), np.quantile(real[key], q)
+        assert want / factor <= got <= want * factor, (key, q, got, want)
+
+    within("spread", 0.5, SPREAD_MEDIAN_FACTOR)
+    within("spread", 0.9, SPREAD_Q90_FACTOR)
+    within("spread", 1.0, SPREAD_MAX_FACTOR)
+    for q in (0.1, 0.5):
+        got, want = np.quantile(synth["min_ratio"], q), np.quantile(real["min_ratio"], q)
+        assert abs(got - want) <= MIN_RATIO_TOL, ("min_ratio", q, got, want)

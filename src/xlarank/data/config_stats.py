@@ -5,10 +5,19 @@ numbers: how many positions a layout fixes, how many distinct output layouts a n
 the tensor ranks of configurable nodes, duplicates, runtime spread and how well two
 measurements of the same config agree. `layout_config_stats` measures them on one file;
 `config_stats` on arrays already in memory (e.g. a generated file before it is written).
+
+Tile kernels: `tile_runtime_stats` measures how far a kernel's runtimes over its default's
+(runtime / normalizer, the tile target) spread, per kernel and over kernels, on tile npz
+files or real tuning records. From the repository root:
+
+    PYTHONPATH=src python -m xlarank.data.config_stats tile ../shared/tpugraphs/raw/op_tuning_data.pb
+    PYTHONPATH=src python -m xlarank.data.config_stats tile DATA/npz/tile/xla/train
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -108,3 +117,77 @@ def _repeat_tau(group: np.ndarray, runtime: np.ndarray) -> float | None:
     b = runtime[order[repeated + 1]].astype(np.float64)
     tau = kendalltau(a, b).statistic
     return None if not np.isfinite(tau) else float(tau)
+
+
+# ---------------------------------------------------------------- tile kernels
+
+TILE_QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+
+
+def tile_runtime_stats(kernels: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """How a tile collection's runtimes spread around each kernel's default.
+
+    ``kernels``: (config_runtime, config_runtime_normalizers) per kernel; kernels whose
+    runtimes are all 0 (test files) are skipped. Returns per kernel (float64 arrays, in
+    order) ``n_configs``, ``spread`` (max / min of runtime / normalizer), ``max_ratio``
+    and ``min_ratio`` (how much slower the slowest config is than the default, and how
+    much faster the fastest), and over kernels ``quantiles`` (TILE_QUANTILES) of each of
+    the last three, keyed ``spread_q`` etc.
+    """
+    rows = []
+    for runtime, normalizers in kernels:
+        runtime = np.asarray(runtime, dtype=np.float64)
+        if not len(runtime) or not runtime.any():
+            continue
+        ratio = runtime / np.asarray(normalizers, dtype=np.float64)
+        rows.append((len(ratio), ratio.max() / ratio.min(), ratio.max(), ratio.min()))
+    table = np.array(rows, dtype=np.float64).reshape(-1, 4)
+    out = {key: table[:, i] for i, key in
+           enumerate(("n_configs", "spread", "max_ratio", "min_ratio"))}
+    for key in ("spread", "max_ratio", "min_ratio"):
+        out[f"{key}_q"] = (np.quantile(out[key], TILE_QUANTILES) if len(table)
+                           else np.full(len(TILE_QUANTILES), np.nan))
+    return out
+
+
+def tile_runtimes_of(paths: Iterable[str | Path]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(config_runtime, config_runtime_normalizers) of every tile kernel in ``paths``:
+    tile npz files, folders of them (searched recursively) and TpuGraphs tuning records
+    (``.pb``, read with failed runs left out, as the official converter does)."""
+    kernels = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files = sorted(path.rglob("*.npz"))
+        else:
+            files = [path]
+        for file in files:
+            if file.suffix == ".npz":
+                with np.load(file) as arrays:
+                    if "config_runtime_normalizers" not in arrays:
+                        continue
+                    kernels.append((arrays["config_runtime"],
+                                    arrays["config_runtime_normalizers"]))
+            else:
+                from xlarank.data.xla import read_records
+
+                for graph in read_records(file, drop_failed_runs=True):
+                    if "config_runtime_normalizers" in graph.arrays:
+                        kernels.append((graph.arrays["config_runtime"],
+                                        graph.arrays["config_runtime_normalizers"]))
+    return kernels
+
+
+def _print_tile_stats(paths: list[str]) -> None:
+    stats = tile_runtime_stats(tile_runtimes_of(paths))
+    print(f"{len(stats['spread'])} tile kernels with runtimes; quantiles "
+          + " / ".join(f"{q:g}" for q in TILE_QUANTILES) + " over kernels:")
+    for key, what in (("spread", "max / min of runtime / default"),
+                      ("max_ratio", "slowest config / default"),
+                      ("min_ratio", "fastest config / default")):
+        print(f"  {what:32s} " + "  ".join(f"{v:.3g}" for v in stats[f"{key}_q"]))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] != "tile":
+        sys.exit("usage: python -m xlarank.data.config_stats tile PATH...")
+    _print_tile_stats(sys.argv[2:])
