@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 
+from conftest import SAMPLES
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.config_stats import (
     config_stats,
@@ -36,8 +37,6 @@ from xlarank.data.synth import (
     synth_dataset,
 )
 from xlarank.errors import XlarankError
-
-from conftest import SAMPLES
 
 # Layout config statistics of the real samples (FORMAT.md, "Layout configs as they really
 # are", measured per file on the real layout samples). Generated files must fall in these

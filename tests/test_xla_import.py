@@ -325,3 +325,12 @@ def test_the_jax_walk_through_runs_as_written(tmp_path):
     opcodes = test_file["node_opcode"][test_file["node_config_ids"]]
     assert sorted(opcodes.tolist()) == sorted(OPCODE_IDS[o] for o in
                                               ("convolution", "reshape", "dot"))
+
+
+def test_import_never_writes_over_or_around_its_inputs(tmp_path):
+    record = _write(tmp_path, _layout_record(GOOD_RUNS))
+    for out in (record, tmp_path):
+        result = runner.invoke(app, ["import", str(record), "--out-dir", str(out)])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith("error: ")
+    assert record.read_bytes() == _layout_record(GOOD_RUNS)

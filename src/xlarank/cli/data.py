@@ -54,7 +54,7 @@ def synth(
 def import_(
     sources: Annotated[list[Path], typer.Argument(
         help="TpuGraphs tuning records (TuningData for tile, ModuleTuningData for layout) "
-             "or XLA HLO dumps (*.hlo.pb from --xla_dump_hlo_as_proto, or an "
+             "or XLA HLO dumps (the *.hlo.pb files XLA dumps as protos, or an "
              "HloModuleProto).")],
     out_dir: Annotated[Path, typer.Option(
         "--out-dir", help="Folder to create; gets npz/<collection>/<split>/*.npz.")],

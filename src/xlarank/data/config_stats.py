@@ -10,7 +10,8 @@ Tile kernels: `tile_runtime_stats` measures how far a kernel's runtimes over its
 (runtime / normalizer, the tile target) spread, per kernel and over kernels, on tile npz
 files or real tuning records. From the repository root:
 
-    PYTHONPATH=src python -m xlarank.data.config_stats tile ../shared/tpugraphs/raw/op_tuning_data.pb
+    PYTHONPATH=src python -m xlarank.data.config_stats tile \
+        ../shared/tpugraphs/raw/op_tuning_data.pb
     PYTHONPATH=src python -m xlarank.data.config_stats tile DATA/npz/tile/xla/train
 """
 
