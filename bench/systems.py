@@ -197,14 +197,17 @@ def summary(values: list[float]) -> dict:
             "min": round(float(a.min()), 4), "per_seed": [round(float(v), 4) for v in a]}
 
 
-def run_synthetic(data: Path, seeds: list[int], systems: list[str]) -> list[dict]:
-    from xlarank.data.collections import COLLECTIONS
+def run_synthetic(data: Path, seeds: list[int], systems: list[str],
+                  collections: list[str] | None = None) -> list[dict]:
+    from xlarank.data.collections import COLLECTIONS, get_collection
+
+    wanted = [get_collection(c) for c in collections] if collections else list(COLLECTIONS)
 
     named = {name: (name, SYNTH_SETTINGS.get(name)) for name in systems}
     named.update(PEERS)
     named["random"] = ("random", {})
     results = []
-    for collection in COLLECTIONS:
+    for collection in wanted:
         kind = "tile" if collection.is_tile else "layout"
         for label, (system, by_kind) in named.items():
             settings = by_kind[kind] if by_kind and kind in by_kind else (by_kind or {})
@@ -357,6 +360,8 @@ def main() -> None:
     parser.add_argument("--parts", default="synthetic,ingraph,scale",
                         help="comma-separated; 'plots' redraws the loss plots from --out")
     parser.add_argument("--systems", default="xlarank,tpugraphs-gnn,gru,hybrid")
+    parser.add_argument("--collections", default="",
+                        help="comma-separated collections of the synthetic part [all five]")
     args = parser.parse_args()
     parts = args.parts.split(",")
     systems = args.systems.split(",")
@@ -370,8 +375,9 @@ def main() -> None:
     if "synthetic" in parts:
         record["synthetic"] = {"data": f"synthetic: {args.data} (xlarank synth), valid split",
                                "seeds": args.seeds,
-                               "results": run_synthetic(args.data, list(range(args.seeds)),
-                                                        systems)}
+                               "results": run_synthetic(
+                                   args.data, list(range(args.seeds)), systems,
+                                   [c for c in args.collections.split(",") if c])}
         record["loss_plots"] = loss_plots(record["synthetic"]["results"], args.out.parent)
         record["submissions"] = write_submissions(record["synthetic"]["results"],
                                                   args.out.parent)
