@@ -395,7 +395,7 @@ def test_second_featurize_on_one_frame_fails_cleanly(tiny_data, repo_specs, tmp_
     assert not list(tmp_path.glob(".f.parquet.lock"))
     (tmp_path / ".f.parquet.lock").write_text("")
     featurize_files(files, out, TILE, "train", spec)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".f.parts", "f.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".f.parquet.parts", "f.parquet"]
 
 
 def test_concurrent_featurize_runs_never_crash(tiny_data, repo_specs, tmp_path):

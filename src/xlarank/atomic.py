@@ -221,7 +221,7 @@ def _write_fault(exc: OSError) -> int | None:
 
 
 @contextmanager
-def _write_faults(path: Path) -> Iterator[None]:
+def write_faults(path: Path) -> Iterator[None]:
     """Turn a write fault while ``path`` is written into XlarankError naming the file and
     the fault (the callers have removed what was half written)."""
     try:
@@ -247,7 +247,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     file gets the mode a plain open() would (0666 less the umask), not mkstemp's 0600.
     """
     path = check_output(path, "file")
-    with _write_faults(path):
+    with write_faults(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".part", dir=path.parent)
         os.close(fd)
@@ -312,7 +312,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     umask, not mkdtemp's 0700.
     """
     path = check_output(path, "dir")
-    with _write_faults(path):
+    with write_faults(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".part",
                                     dir=path.parent))
