@@ -136,3 +136,80 @@ def test_featurize_cli_refuses_a_symlinked_parts_folder(tiny_data, tmp_path):
                  "--out", out)
     one_error_line(result, "symbolic link")
     assert (target / "a.parquet").read_bytes() == b"precious"
+
+
+# ---------------------------------------------------------------- inputs as readers open them
+
+MEASURED = "config_index,runtime\n0,1000\n1,2000\n2,1500\n"
+
+
+def tile_file(tiny_data: Path) -> Path:
+    return split_files(tiny_data, TILE, "train")[0]
+
+
+@pytest.mark.parametrize("command", ["rank-graph", "suggest"])
+def test_an_output_that_is_the_measured_csv_by_tilde_is_refused(tiny_data, tmp_path,
+                                                                  monkeypatch, command):
+    """pandas expands ~: "~/m.csv" and $HOME/m.csv are one file."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    measured = home / "m.csv"
+    measured.write_text(MEASURED)
+    result = run(command, tile_file(tiny_data), "--measured", "~/m.csv", "--out", measured)
+    one_error_line(result, "is the input")
+    assert measured.read_text() == MEASURED
+
+
+def test_a_tilde_measured_csv_is_read_from_home(tiny_data, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    (home / "m.csv").write_text(MEASURED)
+    out = tmp_path / "r.csv"
+    result = run("rank-graph", tile_file(tiny_data), "--measured", "~/m.csv", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert out.is_file()
+
+
+def test_a_measured_csv_named_like_a_url_is_read_as_a_file_name(tiny_data, tmp_path,
+                                                                  monkeypatch):
+    """pandas opens file:/... as a URL; xlarank reads the name as given."""
+    measured = tmp_path / "m.csv"
+    measured.write_text(MEASURED)
+    monkeypatch.chdir(tmp_path)
+    result = run("rank-graph", tile_file(tiny_data), "--measured", f"file:{measured}",
+                 "--out", measured)
+    one_error_line(result, "not found")
+    assert measured.read_text() == MEASURED
+
+
+@pytest.mark.parametrize("how", ["symlink", "hard link", "dotdot"])
+def test_an_output_that_is_the_measured_csv_another_way_is_refused(tiny_data, tmp_path,
+                                                                    how):
+    measured = tmp_path / "m.csv"
+    measured.write_text(MEASURED)
+    (tmp_path / "sub").mkdir()
+    if how == "symlink":
+        given = tmp_path / "link.csv"
+        given.symlink_to(measured)
+    elif how == "hard link":
+        given = tmp_path / "hard.csv"
+        os.link(measured, given)
+    else:
+        given = tmp_path / "sub" / ".." / "m.csv"
+    result = run("suggest", tile_file(tiny_data), "--measured", given, "--out", measured)
+    one_error_line(result, "is the input")
+    assert measured.read_text() == MEASURED
+
+
+def test_a_frame_given_by_tilde_is_an_input_of_evaluate(frames, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    frame = home / "f.parquet"
+    frame.write_bytes(frames["default", "tile-xla", "valid"].read_bytes())
+    before = frame.read_bytes()
+    result = run("evaluate", "~/f.parquet", "--random", "--out", frame)
+    one_error_line(result, "is the input")
+    assert frame.read_bytes() == before

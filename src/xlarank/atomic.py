@@ -168,13 +168,18 @@ def check_outputs(outputs: Sequence[Output | Path],
     XlarankError naming the output otherwise. Called by each command before its work.
 
     An output must not be an input (the same path, or the same file by a link, .. or a
-    hard link), lie inside a folder input (for a searched folder: be named like the files
-    searched for), or be a folder that holds an input and would be replaced whole; no
-    two outputs may be one file; and each must pass `check_output`. A plain Path is a
-    file output or a whole input; None inputs (options not given) are skipped.
+    hard link, or the file a leading ~ names, as a reader may expand it), lie inside a
+    folder input (for a searched folder: be named like the files searched for), or be a
+    folder that holds an input and would be replaced whole; no two outputs may be one
+    file; and each must pass `check_output`. A plain Path is a file output or a whole
+    input; None inputs (options not given) are skipped.
     """
     wanted = [o if isinstance(o, Output) else Output(Path(o)) for o in outputs]
     sources = [i if isinstance(i, Input) else Input(Path(i)) for i in inputs if i is not None]
+    # Some readers expand a leading ~ (pandas does), others do not: an input is compared
+    # as either file it may open.
+    sources += [Input(Path(os.path.expanduser(s.path)), s.reads) for s in sources
+                if str(s.path).startswith("~")]
     for output in wanted:
         for source in sources:
             why = _aliases(output, source)

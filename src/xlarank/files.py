@@ -1,12 +1,84 @@
-"""Reading the small TOML and JSON files users hand to xlarank, with one-line errors."""
+"""Reading the files users hand to xlarank: only regular files (`regular_file`,
+`open_regular`), and the small TOML and JSON ones with one-line errors."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
+import stat
+import sys
 import tomllib
 from pathlib import Path
+from typing import BinaryIO
 
-from xlarank.errors import XlarankError
+from xlarank.errors import BadInputError, XlarankError
+
+
+def input_path(path: str | Path) -> Path:
+    """The file xlarank opens for an input path: a leading ``~`` expanded (pandas and
+    pyarrow expand it too), made absolute so that no library takes it for a URL
+    (``file:...``, ``s3://...``). `xlarank.atomic.check_outputs` compares outputs with
+    it."""
+    return Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+
+
+def not_regular(mode: int) -> str | None:
+    """Why a file of ``st_mode`` ``mode`` is no input xlarank reads, or None for a regular
+    file: a read of a FIFO waits for a writer, and a device such as /dev/zero never ends."""
+    if stat.S_ISREG(mode):
+        return None
+    what = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a device node")
+    return f"is {what}, not a regular file; give the path of a file"
+
+
+def regular_file(path: str | Path, what: str = "input") -> Path:
+    """``path`` as a Path if it names a regular file (a link to one is followed), before
+    anything opens it; `BadInputError` naming it and ``what`` it is otherwise (missing,
+    a folder, a FIFO, a socket or a device node). Opening a FIFO to read it waits for a
+    writer, and /dev/zero never ends: both would hang xlarank."""
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise BadInputError(f"{path}: {what} not found") from None
+    except (OSError, ValueError) as exc:
+        raise BadInputError(f"{path}: {what} cannot be read "
+                            f"({getattr(exc, 'strerror', None) or exc})") from None
+    why = not_regular(info.st_mode)
+    if why is not None:
+        raise BadInputError(f"{path}: {what} {why}")
+    return path
+
+
+def open_regular(path: str | Path, what: str = "input") -> BinaryIO:
+    """``path`` open for reading in binary, if it is a regular file (`regular_file`'s
+    faults otherwise, as `BadInputError`). Opened without blocking and checked on the
+    open descriptor, so a FIFO put in the file's place after a check cannot hang it."""
+    path = Path(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except (FileNotFoundError, NotADirectoryError):
+        raise BadInputError(f"{path}: {what} not found") from None
+    except IsADirectoryError:
+        raise BadInputError(f"{path}: {what} {not_regular(stat.S_IFDIR)}") from None
+    except (OSError, ValueError) as exc:
+        raise BadInputError(f"{path}: {what} cannot be read "
+                            f"({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        why = not_regular(os.fstat(fd).st_mode)
+        if why is not None:
+            raise BadInputError(f"{path}: {what} {why}")
+        if sys.platform != "win32":
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
 
 
 def read_structured(path: str | Path, what: str, error: type[XlarankError] = XlarankError,
@@ -14,13 +86,22 @@ def read_structured(path: str | Path, what: str, error: type[XlarankError] = Xla
     """Parse a .toml or .json file (by suffix); ``what`` names it in error messages."""
     path = Path(path)
     toml = path.suffix == ".toml"
+    if not os.path.exists(path):
+        raise error(f"{path}: {what} not found{missing_hint}")
     try:
-        text = path.read_text()
+        with open_regular(path, what) as handle:
+            text = handle.read().decode()
         return tomllib.loads(text) if toml else json.loads(text)
-    except FileNotFoundError:
-        raise error(f"{path}: {what} not found{missing_hint}") from None
+    except BadInputError as exc:
+        raise error(str(exc)) from None
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise error(f"{path}: {what} is not valid {'TOML' if toml else 'JSON'} ({exc})") from None
+    except RecursionError:
+        raise error(f"{path}: {what} is nested too deeply to be a "
+                    f"{'TOML' if toml else 'JSON'} file xlarank wrote") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise error(f"{path}: {what} is not valid {'TOML' if toml else 'JSON'} "
+                    f"({' '.join(str(exc).split())})") from None
     except OSError as exc:
         raise error(f"{path}: {what} cannot be read ({exc.strerror})") from None
 

@@ -34,6 +34,7 @@ from xlarank.evaluate import (
 from xlarank.features.glossary import describe_column
 from xlarank.frame import FrameMeta, group_sizes, read_frame
 from xlarank.rank.model import load_model
+from xlarank.seeds import check_seed
 from xlarank.target import ranking_target
 
 # The importance plot shows this many columns; the page explains the same ones.
@@ -144,6 +145,7 @@ def report_from_paths(frame_path: str | Path, models: list[tuple[str, str | Path
         A model that is missing or belongs to another feature spec or collection.
     """
     check_output(out_dir, "dir", marker=REPORT_PAGE)
+    seed = check_seed(seed, "seed")
     table, meta = read_frame(frame_path)
     loaded = {}
     for name, path in models:

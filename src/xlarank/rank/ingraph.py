@@ -36,16 +36,19 @@ import tarfile
 import zipfile
 import zlib
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from xlarank.data.collections import get_collection
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks, load_graph
-from xlarank.errors import MismatchError, XlarankError
+from xlarank.errors import BadInputError, MismatchError, XlarankError
 from xlarank.features.build import KEY_COLUMNS, featurize_graph
 from xlarank.features.spec import FeatureSpec
+from xlarank.files import input_path, open_regular
 from xlarank.rank.model import load_model
+from xlarank.seeds import check_seed
 from xlarank.threads import chosen_threads
 
 # The per-config families; ``graph`` is one value per graph, constant here.
@@ -90,13 +93,28 @@ _READ_FAULTS = (OSError, ValueError, EOFError, ImportError, lzma.LZMAError,
                 zipfile.BadZipFile, zlib.error, tarfile.TarError)
 
 
+def measured_path(path) -> Path:
+    """The file a measured-runtimes path names, as `read_measured` opens it
+    (`xlarank.files.input_path`: ``~`` expanded, as pandas does, never a URL)."""
+    return input_path(path)
+
+
 def _read_table(path) -> pd.DataFrame:
     """The CSV's rows as text, columns named by its first line, or MeasuredError naming
     the file and the fault: a row with more fields than the header (which pandas would
     otherwise take for an index column, shifting every value), or a file whose name's
     compression ending does not match its content."""
+    from pandas.io.common import infer_compression
+
+    # Opened here, as pandas would resolve the name (~ expanded), but never as a URL and
+    # never a FIFO or a device; the compression follows the name's ending, as in pandas.
+    where = measured_path(path)
     try:
-        raw = pd.read_csv(path, header=None, dtype=str, index_col=False)
+        with open_regular(where, "measured runtimes CSV") as handle:
+            raw = pd.read_csv(handle, header=None, dtype=str, index_col=False,
+                              compression=infer_compression(str(where), "infer"))
+    except BadInputError as exc:
+        raise MeasuredError(str(exc).replace(str(where), str(path), 1)) from None
     except pd.errors.EmptyDataError:
         raise MeasuredError(f"{path}: cannot read measured runtimes (the file is empty)"
                             ) from None
@@ -112,7 +130,8 @@ def _read_table(path) -> pd.DataFrame:
         how = (f"; its name ends in {ending}, so it is read as {ending[1:]}-compressed: "
                "rename a plain CSV to .csv" if ending else "")
         # Some decompressors explain over several lines; the error is one.
-        reason = " ".join(str(getattr(exc, "strerror", None) or exc).split())
+        reason = ("not UTF-8 text: save it as UTF-8" if isinstance(exc, UnicodeDecodeError)
+                  else " ".join(str(getattr(exc, "strerror", None) or exc).split()))
         raise MeasuredError(f"{path}: cannot read measured runtimes ({reason}){how}"
                             ) from None
     header = [str(name) for name in raw.iloc[0]] if len(raw) else []
@@ -230,7 +249,7 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
 
     graph = graph_with_configs(graph)
     measured = measured_table(measured)
-    seed, threads = _whole(seed, "seed"), _threads(threads)
+    seed, threads = check_seed(seed, "seed"), _threads(threads)
     runtime = measured_runtimes(graph, measured)
     rows = runtime.index.to_numpy(np.int64)
     prior = checked_prior(graph, prior)

@@ -26,6 +26,7 @@ import pandas as pd
 from xlarank.data.collections import Collection
 from xlarank.data.graph import LayoutGraph, TileGraph
 from xlarank.errors import XlarankError
+from xlarank.seeds import check_seed
 
 # One epoch's record: {"epoch": int, "train_loss": float, "valid_loss": float or None}.
 EpochCallback = Callable[[dict], None]
@@ -153,6 +154,7 @@ def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
         ranked_table,
     )
 
+    seed = check_seed(seed, "seed")
     if system == "xlarank":
         return rank_graph(graph, measured, prior=prior, seed=seed, threads=threads)
     if prior is not None:
