@@ -213,3 +213,38 @@ def test_a_frame_given_by_tilde_is_an_input_of_evaluate(frames, tmp_path, monkey
     result = run("evaluate", "~/f.parquet", "--random", "--out", frame)
     one_error_line(result, "is the input")
     assert frame.read_bytes() == before
+
+
+# ---------------------------------------------------------------- systems
+
+def test_saving_a_system_never_fitted_is_an_error_and_writes_nothing(tmp_path):
+    from xlarank.systems import get_system
+
+    system = get_system("xlarank")(seed=0)
+    out = tmp_path / "system"
+    out.mkdir()
+    with pytest.raises(XlarankError, match="not fitted"):
+        system.save(out)
+    assert list(out.iterdir()) == []
+
+
+def test_a_failed_save_leaves_no_half_written_system(tiny_data, tmp_path, monkeypatch):
+    import pandas as pd
+
+    from xlarank.data.graph import load_graph
+    from xlarank.systems import get_system
+
+    graph = load_graph(split_files(tiny_data, TILE, "train")[0])
+    runtime = pd.Series(graph.config_runtime[:6].astype(float), index=range(6))
+    system = get_system("xlarank")(seed=0).fit_graph(graph, runtime)
+    out = tmp_path / "system"
+    out.mkdir()
+
+    def half(self, out_dir):
+        (out_dir / "part.bin").write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(type(system), "_save", half)
+    with pytest.raises(OSError):
+        system.save(out)
+    assert list(out.iterdir()) == []

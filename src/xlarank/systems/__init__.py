@@ -14,8 +14,11 @@ jax is imported inside the GNN modules only, on first use (the ``gnn`` extra).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import os
+import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -94,10 +97,32 @@ class RankingSystem(ABC):
         """Write the fitted system into ``out_dir`` (made by the caller): system.json (its
         name, seed and settings, history) plus the system's own files (`_save`)."""
         out_dir = Path(out_dir)
+        if not self.fitted():
+            raise XlarankError(f"system {self.name} is not fitted: call fit or fit_graph "
+                               "before save; nothing was written")
         card = {"system": self.name, "seed": self.seed, "settings": self.settings(),
                 "history": self.history_}
-        (out_dir / SYSTEM_FILE).write_text(json.dumps(card, indent=2, default=float))
-        self._save(out_dir)
+        before = set(os.listdir(out_dir)) if out_dir.is_dir() else set()
+        try:
+            self._save(out_dir)
+            # Last, so a folder with a system.json holds a whole system.
+            (out_dir / SYSTEM_FILE).write_text(json.dumps(card, indent=2, default=float))
+        except BaseException:
+            # What this save wrote goes: no half-written system is left to load.
+            for name in set(os.listdir(out_dir)) - before if out_dir.is_dir() else ():
+                written = out_dir / name
+                with contextlib.suppress(OSError):
+                    if written.is_dir() and not written.is_symlink():
+                        shutil.rmtree(written)
+                    else:
+                        written.unlink()
+            raise
+
+    def fitted(self) -> bool:
+        """Whether `fit` or `fit_graph` has run: a fitted attribute (ending in ``_``,
+        besides ``history_``) is set."""
+        return any(name.endswith("_") and not name.startswith("_") and name != "history_"
+                   and value is not None for name, value in vars(self).items())
 
     def _save(self, out_dir: Path) -> None:
         raise XlarankError(f"system {self.name} cannot be saved")
