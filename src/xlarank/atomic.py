@@ -305,7 +305,7 @@ def remove_leftovers(path: Path) -> None:
 
 def write_text_atomic(path: str | Path, text: str) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")
 
 
 @contextmanager

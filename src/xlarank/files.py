@@ -109,13 +109,36 @@ def read_structured(path: str | Path, what: str, error: type[XlarankError] = Xla
 def toml_text(table: dict, header: str = "") -> str:
     """A flat TOML document: scalar keys, then one level of sub-tables (such as a booster
     spec's [params]). ``header`` lines become comments at the top."""
-    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    # Only a newline ends a comment line; any other control character (a path can hold
+    # one) is escaped, since TOML allows none in a comment.
+    lines = [f"# {_escaped(line, comment=True)}" if line else "#"
+             for line in header.split("\n")]
     scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
     tables = {k: v for k, v in table.items() if isinstance(v, dict)}
     lines += [f"{k} = {_toml_value(v)}" for k, v in scalars.items()]
     for name, sub in tables.items():
         lines += ["", f"[{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in sub.items()]
     return "\n".join(lines) + "\n"
+
+
+def _escaped(text: str, comment: bool = False) -> str:
+    """``text`` with the characters TOML allows neither in a comment nor in a basic
+    string (control characters but tab, DEL) as \\uXXXX escapes. A lone surrogate (a
+    file name's undecodable byte), which no UTF-8 file can hold, is escaped too in a
+    ``comment``, and refused (XlarankError) in a string, whose value it would change."""
+    if not comment:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise XlarankError(f"{text!r}: holds a character (an undecodable byte of a file "
+                               "name) that a TOML file cannot hold; rename the file") from None
+    return "".join(f"\\u{ord(c):04x}" if (ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F
+                   or 0xD800 <= ord(c) < 0xE000 else c for c in text)
+
+
+def _toml_string(value: str) -> str:
+    """A TOML basic string of ``value`` (UTF-8 kept, control characters escaped)."""
+    return '"' + _escaped(value.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 def _toml_value(value) -> str:
@@ -125,7 +148,7 @@ def _toml_value(value) -> str:
         # repr keeps every digit; TOML floats need a point or exponent, ints must not have one.
         return repr(float(value)) if isinstance(value, float) else str(int(value))
     if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
+        return _toml_string(value)
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {type(value).__name__} as TOML")

@@ -98,9 +98,21 @@ class Strategy:
     def __post_init__(self):
         if self.cold not in ("diverse", "random"):
             raise XlarankError(f"cold start {self.cold!r}: 'diverse' or 'random'")
-        if self.bootstraps < 0 or not 0 <= self.random_share <= 1 or self.kappa < 0:
-            raise XlarankError(f"{self}: bootstraps >= 0, kappa >= 0 and a random share "
-                               "in [0, 1]")
+        numbers = {"kappa": self.kappa, "random_share": self.random_share,
+                   "diversity": self.diversity, "important": self.important}
+        for name, value in {"bootstraps": self.bootstraps, **numbers}.items():
+            if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+                raise XlarankError(f"{self}: {name} must be a number, got "
+                                   f"{type(value).__name__}")
+        # NaN fails every comparison, so each range is stated as what must hold.
+        bad = [name for name, value in numbers.items() if not np.isfinite(value)]
+        if bad:
+            raise XlarankError(f"{self}: {', '.join(bad)} must be finite numbers")
+        if (not float(self.bootstraps).is_integer() or not self.bootstraps >= 0
+                or not 0 <= self.random_share <= 1 or not self.kappa >= 0
+                or not self.diversity >= 0 or not 0 <= self.important <= 1):
+            raise XlarankError(f"{self}: bootstraps a whole number >= 0, kappa >= 0, "
+                               "diversity >= 0, and a random share and important in [0, 1]")
 
 
 class Tuner:
