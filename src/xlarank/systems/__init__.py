@@ -19,6 +19,7 @@ import importlib
 import json
 import os
 import shutil
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,7 +29,7 @@ import pandas as pd
 
 from xlarank.data.collections import Collection
 from xlarank.data.graph import LayoutGraph, TileGraph
-from xlarank.errors import XlarankError
+from xlarank.errors import XlarankError, XlarankWarning
 from xlarank.seeds import check_seed
 
 # One epoch's record: {"epoch": int, "train_loss": float, "valid_loss": float or None}.
@@ -172,6 +173,8 @@ def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
     """`xlarank.rank.ingraph.rank_graph`'s table (every config best first) from the system
     named ``system`` trained inside the graph on ``measured`` (config_index, runtime)."""
     from xlarank.rank.ingraph import (
+        config_groups,
+        constant_unmeasured,
         graph_with_configs,
         interleaved_scores,
         measured_runtimes,
@@ -186,6 +189,15 @@ def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
         raise XlarankError(f"--prior is xlarank's own option; system {system} takes none")
     cls = get_system(system)
     graph = graph_with_configs(graph)
-    runtime = measured_runtimes(graph, measured)
+    groups = config_groups(graph)
+    runtime = measured_runtimes(graph, measured, groups)
     score = cls(seed=seed, threads=threads).fit_graph(graph, runtime).score(graph)
-    return ranked_table(interleaved_scores(score, runtime), runtime, tiebreak=score)
+    if constant_unmeasured(score, runtime, groups):
+        # Its order would be the configs' index order, which says nothing.
+        warnings.warn(XlarankWarning(
+            f"{graph.path}: system {system} gave every unmeasured config one score from "
+            f"{len(runtime)} measured configs; ranked by xlarank's graph-local booster "
+            "instead"), stacklevel=2)
+        return rank_graph(graph, measured, seed=seed, threads=threads)
+    return ranked_table(interleaved_scores(score, runtime), runtime, tiebreak=score,
+                        groups=groups)
