@@ -717,7 +717,8 @@ def inputs_of(models, tile_frames, tiny_data, spec_dir, repo_specs, tmp_path):
     shutil.copyfile(tile_frames["default"], valid)
     model = copy_model(models, "lightgbm", tmp_path)
     measured = tmp_path / "measured.csv"
-    measured.write_text("config_index,runtime\n0,5\n1,7\n")
+    # Enough configs for the graph-local booster to split (2 would be warned about).
+    measured.write_text("config_index,runtime\n0,5\n1,7\n2,6\n3,9\n4,8\n5,4\n")
     spec = tmp_path / "spec.toml"
     shutil.copyfile(spec_dir / "lgbm.toml", spec)
     features = tmp_path / "features.toml"

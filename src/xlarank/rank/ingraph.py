@@ -115,7 +115,8 @@ def _read_table(path) -> pd.DataFrame:
             raw = pd.read_csv(handle, header=None, dtype=str, index_col=False,
                               compression=infer_compression(str(where), "infer"))
     except BadInputError as exc:
-        raise MeasuredError(str(exc).replace(str(where), str(path), 1)) from None
+        fault = str(exc).split(": measured runtimes CSV ", 1)[-1]
+        raise MeasuredError(f"{path}: cannot read measured runtimes ({fault})") from None
     except pd.errors.EmptyDataError:
         raise MeasuredError(f"{path}: cannot read measured runtimes (the file is empty)"
                             ) from None
