@@ -82,7 +82,7 @@ $(TRAINED)/xlarank/%/card.json: models/%.toml $(FRAMES)/default/%/train.parquet 
 	$(XLARANK) train $(FRAMES)/default/$*/train.parquet --spec $< \
 	    --valid $(FRAMES)/default/$*/valid.parquet $(ENGINE_ARGS) --out $(@D)
 
-# models/trained/baseline/<collection>: the config-aggregates-only peer
+# models/trained/baseline/<collection>: the config-aggregates peer (run name config-aggregates)
 $(TRAINED)/baseline/%/card.json: models/baseline.toml $(FRAMES)/baseline/%/train.parquet
 	$(XLARANK) train $(FRAMES)/baseline/$*/train.parquet --spec $< $(ENGINE_ARGS) --out $(@D)
 
@@ -103,7 +103,7 @@ $(REPORTS)/xlarank/%.csv: $(TRAINED)/xlarank/%/card.json $(FRAMES)/default/%/val
 	$(XLARANK) evaluate $(FRAMES)/default/$*/valid.parquet --model $(<D) --name xlarank --out $@
 
 $(REPORTS)/baseline/%.csv: $(TRAINED)/baseline/%/card.json $(FRAMES)/baseline/%/valid.parquet
-	$(XLARANK) evaluate $(FRAMES)/baseline/$*/valid.parquet --model $(<D) --name baseline --out $@
+	$(XLARANK) evaluate $(FRAMES)/baseline/$*/valid.parquet --model $(<D) --name config-aggregates --out $@
 
 $(REPORTS)/random/%.csv: $(FRAMES)/default/%/valid.parquet
 	$(XLARANK) evaluate $< --random --seed $(SEED) --name random --out $@
@@ -115,7 +115,7 @@ models: $(foreach c,$(COLLECTIONS),$(TRAINED)/xlarank/$(c)/card.json) ## train t
 ensembles: $(foreach c,$(COLLECTIONS),$(REPORTS)/ensemble/$(c).csv) ## train and evaluate the five ensembles (models/ensembles/*.toml)
 	$(XLARANK) compare $(REPORTS) --out $(REPORTS)/summary.csv
 
-evaluate: $(foreach r,xlarank baseline random,$(foreach c,$(COLLECTIONS),$(REPORTS)/$(r)/$(c).csv)) ## valid metrics: ranker vs config-only baseline vs random
+evaluate: $(foreach r,xlarank baseline random,$(foreach c,$(COLLECTIONS),$(REPORTS)/$(r)/$(c).csv)) ## valid metrics: ranker vs the config-aggregates peer vs random
 	$(XLARANK) compare $(REPORTS) --out $(REPORTS)/summary.csv
 
 report: $(foreach c,$(COLLECTIONS),$(REPORTS)/html/$(c)/index.html) ## HTML + PNG report per collection -> reports/<dataset>/html/<collection>/index.html
@@ -178,19 +178,28 @@ $(DEMO_DATA)/synth.json: src/xlarank/data/synth.py | $(VENV)/.installed
 	$(XLARANK) synth $(DEMO_DATA) --preset demo --seed $(SEED)
 
 # The steps' own output (make's command lines, each command's result line, warnings) goes
-# to DEMO_LOG, so what the demo prints is the table it promises; a failure shows the log's
-# end. Commands off a terminal draw no progress bars and wrap no lines.
+# to DEMO_LOG, so what the demo prints is the table it promises; on a terminal each step
+# is named as it starts (the log keeps the detail), and a failure shows the log's end.
+# The previous run's log is kept as DEMO_LOG.prev. Commands off a terminal draw no
+# progress bars and wrap no lines.
 DEMO_REPORTS := reports/$(notdir $(DEMO_DATA))
 DEMO_LOG ?= $(DEMO_REPORTS)/demo.log
 demo: $(DEMO_DATA)/synth.json ## set up, then the whole pipeline on generated demo data: the table of results (steps logged to DEMO_LOG)
 	@start=$$(date +%s); mkdir -p $(dir $(DEMO_LOG)); \
-	if $(MAKE) --no-print-directory -s -j2 evaluate report submission DATA=$(DEMO_DATA) \
-	        > $(DEMO_LOG) 2>&1; then \
+	if [ -f $(DEMO_LOG) ]; then mv -f $(DEMO_LOG) $(DEMO_LOG).prev; fi; \
+	if [ -t 1 ]; then show=1; else show=0; fi; \
+	{ $(MAKE) --no-print-directory -j2 evaluate report submission DATA=$(DEMO_DATA) 2>&1; \
+	  echo $$? > $(DEMO_LOG).status; } | tee $(DEMO_LOG) | \
+	  awk -v show=$$show 'show && $$1 == "$(XLARANK)" { \
+	      line = $$0; sub(/^[^ ]* /, "", line); sub(/ *\\$$/, "", line); \
+	      print "step: " line; fflush() }'; \
+	status=$$(cat $(DEMO_LOG).status 2>/dev/null || echo 1); rm -f $(DEMO_LOG).status; \
+	if [ "$$status" = 0 ]; then \
 	    $(XLARANK) compare $(DEMO_REPORTS) && \
 	    echo "demo finished in $$(( $$(date +%s) - start ))s (synthetic data from 'xlarank synth', not TpuGraphs);" \
 	        "plots: $(DEMO_REPORTS)/html/<collection>/index.html," \
 	        "submission: $(DEMO_REPORTS)/submission.csv, every step's output: $(DEMO_LOG)"; \
-	else status=$$?; tail -n 15 $(DEMO_LOG); \
+	else tail -n 15 $(DEMO_LOG); \
 	    echo "demo failed (exit $$status); every step's output: $(DEMO_LOG)"; exit $$status; fi
 
 # A scheduler and two single-threaded workers on loopback, as a user's cluster would be;

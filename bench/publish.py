@@ -375,6 +375,15 @@ def engines(rec: dict) -> list[str]:
     return out
 
 
+# The config-aggregates peer has one name on the page, whatever an older bench called it.
+PEER = "peer: config aggregates (XGBoost pairwise)"
+PEER_ALIASES = {"peer: config aggregates, XGBoost pairwise": PEER}
+
+
+def peer_name(name: str) -> str:
+    return PEER_ALIASES.get(name, name)
+
+
 def quality(rec: dict) -> list[str]:
     syn = rec["synthetic"]
     gen = syn.get("generator") or {}
@@ -384,7 +393,8 @@ def quality(rec: dict) -> list[str]:
     out = [f"Cross-graph, data: {data(syn['data'])}{made}"
            + f"; {syn['seeds']} seeds; mean ± sd (layout Kendall tau, tile 1 - slowdown@5).",
            table(["system", *[f"{r['collection']} ({r['metric']})" for r in rows]],
-                 [[s, *[pm(r["systems"].get(s)) for r in rows]] for s in systems])]
+                 [[peer_name(s), *[pm(r["systems"].get(s)) for r in rows]]
+                  for s in systems])]
     u = rec.get("unet3d")
     if u:
         n_seeds = len(next(iter(u["systems"].values())).get("per_seed", []))
@@ -392,7 +402,7 @@ def quality(rec: dict) -> list[str]:
                    f"{u['train_configs']} of its {u['distinct_configs']} distinct configs, "
                    f"scored on the other {u['eval_configs']}; {u['metric']}, {n_seeds} seeds.")
         out.append(table(["system", "mean ± sd (worst)", "train s"],
-                         [[k, pm(v, "min"), num(v.get("train_seconds"))]
+                         [[peer_name(k), pm(v, "min"), num(v.get("train_seconds"))]
                           for k, v in u["systems"].items()]))
     targets = syn.get("targets") or []
     if targets:

@@ -62,7 +62,7 @@ from xlarank.rank.train import train_ranker
 ROOT = Path(__file__).resolve().parents[1]
 OBJECTIVES = sorted((ROOT / "models" / "objectives").glob("*.toml"))
 DEFAULT_NAME = "xlarank default"
-BASELINE_NAME = "peer: config aggregates, XGBoost pairwise"
+BASELINE_NAME = "peer: config aggregates (XGBoost pairwise)"  # as bench/systems.py
 ENSEMBLE_NAME = "ensemble (models/ensembles/<collection>.toml)"
 GNN_NAME = "xlarank default + gnn columns (random weights)"
 GNN_SPEC = load_feature_spec(ROOT / "features" / "default.toml").with_gnn("random:0")

@@ -398,7 +398,7 @@ def test_second_featurize_on_one_frame_fails_cleanly(tiny_data, repo_specs, tmp_
     assert not list(tmp_path.glob(".f.parquet.lock"))
     (tmp_path / ".f.parquet.lock").write_text("")
     featurize_files(files, out, TILE, "train", spec)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".f.parts", "f.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".f.parquet.parts", "f.parquet"]
 
 
 def test_concurrent_featurize_runs_never_crash(tiny_data, repo_specs, tmp_path):
@@ -723,7 +723,8 @@ def inputs_of(models, tile_frames, tiny_data, spec_dir, repo_specs, tmp_path):
     shutil.copyfile(tile_frames["default"], valid)
     model = copy_model(models, "lightgbm", tmp_path)
     measured = tmp_path / "measured.csv"
-    measured.write_text("config_index,runtime\n0,5\n1,7\n")
+    # Enough configs for the graph-local booster to split (2 would be warned about).
+    measured.write_text("config_index,runtime\n0,5\n1,7\n2,6\n3,9\n4,8\n5,4\n")
     spec = tmp_path / "spec.toml"
     shutil.copyfile(spec_dir / "lgbm.toml", spec)
     features = tmp_path / "features.toml"

@@ -93,7 +93,7 @@ def test_sigkill_mid_run_leaves_no_partial_frame_and_resumes(demo_data, tmp_path
     (out.parent / f".{out.name}.killed.part").write_bytes(b"half")
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in out.parent.iterdir()) == [f".{out.stem}.parts", out.name]
+    assert sorted(p.name for p in out.parent.iterdir()) == [f".{out.name}.parts", out.name]
     assert not [p for p in parts.iterdir() if p.name.endswith(".part")]
     assert f"({done} unchanged files reused)" in result.stdout.replace("\n", " ")
     clean = tmp_path / "clean.parquet"

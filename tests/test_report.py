@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 import struct
 from pathlib import Path
 
@@ -77,7 +78,10 @@ def test_report_renders_with_valid_images_and_table(frames, trained, tmp_path, s
     assert (explained["meaning"] != "").all() and (explained["family"] != "").all()
     for name, meaning in zip(explained["feature"], explained["meaning"]):
         assert f"<td>{name}</td>" in page and html.escape(meaning, quote=False) in page
-        assert describe_column(name).meaning == meaning
+        assert describe_column(name).filled(name) == meaning
+        assert not re.search(r"\{[a-z]+\}", meaning), "no unfilled placeholder"
+    assert "table.glossary td { text-align: left; }" in page
+    assert 'class="dataframe glossary"' in page
     assert "docs/features.md" in page
     assert not list(tmp_path.glob(".*"))  # nothing half-written beside the report
 
@@ -103,3 +107,20 @@ def test_report_cli_and_bad_model(frames, trained, tmp_path):
                                  "--out", str(tmp_path / "bad")])
     assert result.exit_code == 2 and "collection" in result.output
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("n03_changed", "slot 03's node"), ("g_op_17", "opcode 17"),
+    ("gm_log_width_p50", "50th percentile"), ("raw7", "column 7 of"),
+    ("g_node21_mean", "node_feat[21]"),
+])
+def test_glossary_meanings_are_filled_for_the_column(name, needle):
+    meaning = describe_column(name).filled(name)
+    assert needle in meaning and "{" not in meaning
+
+
+def test_the_importance_glossary_fills_every_placeholder():
+    gain = pd.Series({"n00_changed": 3.0, "n12_fixed": 2.0, "c_cfg4": 1.0})
+    table = importance_glossary(gain)
+    assert not table["meaning"].str.contains(r"\{[a-z]+\}").any()
+    assert "slot 00" in table["meaning"].iloc[0]

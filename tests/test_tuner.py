@@ -226,3 +226,16 @@ def test_random_search_expectation_is_exact_on_a_small_pool():
     waits = [next(i + 1 for i, c in enumerate(order) if c < k)
              for order in itertools.permutations(range(n))]
     assert expected_random_draws(n, k) == pytest.approx(np.mean(waits))
+
+
+@pytest.mark.parametrize("settings", [
+    {"kappa": float("nan")}, {"random_share": float("nan")}, {"diversity": float("nan")},
+    {"important": float("nan")}, {"kappa": float("inf")}, {"bootstraps": 1.5},
+    {"bootstraps": float("nan")}, {"diversity": -1.0}, {"important": 2.0},
+    {"kappa": "0.5"},
+])
+def test_strategy_settings_that_are_no_usable_numbers_are_refused(settings):
+    from xlarank.errors import XlarankError
+
+    with pytest.raises(XlarankError, match="Strategy"):
+        Strategy(**settings)

@@ -20,8 +20,40 @@ cheap: numpy, pandas, Numba and the boosters load only where a command needs the
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 __version__ = "0.1.0"
+
+
+def _numba_cache_dir() -> str | None:
+    """Where Numba keeps the compiled kernels (``cache=True``) unless NUMBA_CACHE_DIR says
+    otherwise: the user's cache folder (XDG_CACHE_HOME or ~/.cache, ~/Library/Caches on
+    macOS, LOCALAPPDATA on Windows) / xlarank / numba, not __pycache__ beside the
+    sources, which for an editable install is the source tree. Set before anything
+    imports Numba (each xlarank module imports this package first); None, and Numba's
+    own default, where that folder cannot be made or written."""
+    if "NUMBA_CACHE_DIR" in os.environ:
+        return os.environ["NUMBA_CACHE_DIR"]
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~")
+    elif sys.platform == "darwin":
+        base = os.path.join(os.path.expanduser("~"), "Library", "Caches")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                ".cache")
+    folder = os.path.join(base, "xlarank", "numba")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return None
+    os.environ["NUMBA_CACHE_DIR"] = folder
+    return folder
+
+
+NUMBA_CACHE_DIR = _numba_cache_dir()
 
 _PUBLIC = {
     "LayoutGraph": "xlarank.data.graph",

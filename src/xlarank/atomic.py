@@ -168,13 +168,18 @@ def check_outputs(outputs: Sequence[Output | Path],
     XlarankError naming the output otherwise. Called by each command before its work.
 
     An output must not be an input (the same path, or the same file by a link, .. or a
-    hard link), lie inside a folder input (for a searched folder: be named like the files
-    searched for), or be a folder that holds an input and would be replaced whole; no
-    two outputs may be one file; and each must pass `check_output`. A plain Path is a
-    file output or a whole input; None inputs (options not given) are skipped.
+    hard link, or the file a leading ~ names, as a reader may expand it), lie inside a
+    folder input (for a searched folder: be named like the files searched for), or be a
+    folder that holds an input and would be replaced whole; no two outputs may be one
+    file; and each must pass `check_output`. A plain Path is a file output or a whole
+    input; None inputs (options not given) are skipped.
     """
     wanted = [o if isinstance(o, Output) else Output(Path(o)) for o in outputs]
     sources = [i if isinstance(i, Input) else Input(Path(i)) for i in inputs if i is not None]
+    # Some readers expand a leading ~ (pandas does), others do not: an input is compared
+    # as either file it may open.
+    sources += [Input(Path(os.path.expanduser(s.path)), s.reads) for s in sources
+                if str(s.path).startswith("~")]
     for output in wanted:
         for source in sources:
             why = _aliases(output, source)
@@ -221,7 +226,7 @@ def _write_fault(exc: OSError) -> int | None:
 
 
 @contextmanager
-def _write_faults(path: Path) -> Iterator[None]:
+def write_faults(path: Path) -> Iterator[None]:
     """Turn a write fault while ``path`` is written into XlarankError naming the file and
     the fault (the callers have removed what was half written)."""
     try:
@@ -247,7 +252,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     file gets the mode a plain open() would (0666 less the umask), not mkstemp's 0600.
     """
     path = check_output(path, "file")
-    with _write_faults(path):
+    with write_faults(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".part", dir=path.parent)
         os.close(fd)
@@ -300,7 +305,7 @@ def remove_leftovers(path: Path) -> None:
 
 def write_text_atomic(path: str | Path, text: str) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")
 
 
 @contextmanager
@@ -312,7 +317,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     umask, not mkdtemp's 0700.
     """
     path = check_output(path, "dir")
-    with _write_faults(path):
+    with write_faults(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), suffix=".part",
                                     dir=path.parent))

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from xlarank.errors import XlarankError
+from xlarank.files import input_path
 from xlarank.frame import read_keys, read_meta, row_group_graph_sizes
 from xlarank.rank.boosters import DaskArrays, get_library
 from xlarank.rank.ranker import Ranker
@@ -92,7 +93,8 @@ def load_partition(frame_path: str, start: int, stop: int, names: list[str], is_
     """On a worker: `xlarank.rank.train.training_arrays` of row groups [start, stop) of a
     frame (whole graphs), plus qid int64 (rows,) numbering their graphs from
     ``first_graph``."""
-    frame = pq.ParquetFile(frame_path).read_row_groups(list(range(start, stop))).to_pandas()
+    parquet = pq.ParquetFile(input_path(frame_path))
+    frame = parquet.read_row_groups(list(range(start, stop))).to_pandas()
     x, labels, sizes = training_arrays(frame, names, is_tile, spec)
     qid = np.repeat(np.arange(first_graph, first_graph + len(sizes)), sizes)
     return x, labels, sizes, qid

@@ -40,6 +40,11 @@ class BadModelError(XlarankError):
     was saved."""
 
 
+class BadInputError(XlarankError):
+    """An input path that names no regular file: missing, a folder, or a FIFO, socket or
+    device node (which would hang a read, or never end)."""
+
+
 class XlarankWarning(UserWarning):
     """A result that is legal but dubious (a degenerate training frame, a partial
     submission); the CLI shows it as one ``warning:`` line."""

@@ -8,8 +8,11 @@ missing or changed files; then the parts are joined, in input order, into the fr
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +20,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlarank.atomic import atomic_path, check_output, output_lock, write_text_atomic
+from xlarank.atomic import (
+    atomic_path,
+    check_output,
+    output_lock,
+    write_faults,
+    write_text_atomic,
+)
 from xlarank.data.collections import (
     COLLECTIONS,
     SPLITS,
@@ -101,8 +110,67 @@ def featurize_part(job: PartJob) -> PartResult:
 
 
 def parts_dir_for(out: Path) -> Path:
-    """Where a frame's per-file parts live: a hidden folder beside it."""
-    return out.parent / f".{out.stem}.parts"
+    """Where a frame's per-file parts live: a hidden folder beside it, named by the frame's
+    whole file name (train.parquet and train.pq get folders of their own)."""
+    out = Path(out)
+    return out.parent / f".{out.name}.parts"
+
+
+# The file that marks a parts folder as xlarank's: only such a folder is ever swept.
+PARTS_MARKER = ".xlarank-parts"
+
+
+def _own_parts_dir(parts_dir: Path) -> Path:
+    """``parts_dir``, made if missing, after refusing (XlarankError) a path that is not a
+    folder xlarank made: a symbolic link (dangling or not: its target is not the frame's
+    to change), a file, or a folder of files without `PARTS_MARKER`."""
+    try:
+        mode = os.lstat(parts_dir).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise XlarankError(f"{parts_dir}: the frame's parts folder cannot be checked "
+                           f"({exc.strerror})") from None
+    move = "move it away or give another --out"
+    if mode is not None and stat.S_ISLNK(mode):
+        raise XlarankError(f"{parts_dir}: the frame's parts folder is a symbolic link; "
+                           f"xlarank keeps parts only in a folder of its own: {move}")
+    if mode is not None and not stat.S_ISDIR(mode):
+        raise XlarankError(f"{parts_dir}: the frame's parts folder is a file, not a folder: "
+                           f"{move}")
+    marker = parts_dir / PARTS_MARKER
+    if mode is not None and not marker.is_file() and any(parts_dir.iterdir()):
+        raise XlarankError(f"{parts_dir}: a folder of this name holds files but xlarank did "
+                           f"not make it (no {PARTS_MARKER}), and its stale parts would be "
+                           f"deleted: {move}")
+    with write_faults(parts_dir):
+        parts_dir.mkdir(parents=True, exist_ok=True)
+        if not marker.is_file():
+            marker.write_text("xlarank keeps a frame's per-file parts here; the next "
+                              "featurize of that frame deletes the stale ones.\n")
+    return parts_dir
+
+
+def _sweep_stale(parts_dir: Path, keep: set[str]) -> None:
+    """Delete the parts and temporary files in ``parts_dir`` not named in ``keep``:
+    regular files (or links, never followed) named *.parquet or .*.part, read through a
+    descriptor opened without following a link; folders and other names stay."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(parts_dir, flags)
+    except OSError:
+        return  # gone or replaced since it was checked: nothing of xlarank's to sweep
+    try:
+        with os.scandir(fd) as entries:
+            stale = [e.name for e in entries
+                     if e.name not in keep and not e.is_dir(follow_symlinks=False)
+                     and (e.name.endswith(".parquet")
+                          or (e.name.startswith(".") and e.name.endswith(".part")))]
+        for name in stale:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Collection,
@@ -122,7 +190,8 @@ def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Co
     evaluation need every config. Returns (rows, skipped, parts reused).
     """
     out = check_output(out)
-    # Two runs on one frame would delete each other's parts (the stale-part sweep below).
+    # Two runs on one frame would delete each other's parts (the stale-part sweep below):
+    # the frame's lock covers its parts folder, which is named by the same file name.
     with output_lock(out):
         return _featurize_locked(paths, out, collection, split, spec, skip_bad, on_file,
                                  workers, (split == "train") if dedup is None else dedup,
@@ -133,8 +202,7 @@ def _featurize_locked(paths, out: Path, collection: Collection, split: str | Non
                       spec: FeatureSpec, skip_bad: bool, on_file, workers: int, dedup: bool,
                       client) -> tuple[int, list[str], int]:
     """`featurize_files` once it holds the frame's lock."""
-    parts_dir = parts_dir_for(out)
-    parts_dir.mkdir(parents=True, exist_ok=True)
+    parts_dir = _own_parts_dir(parts_dir_for(out))
     jobs = [PartJob(Path(p), collection, spec, parts_dir, skip_bad, dedup) for p in paths]
     results = list(map_ordered(featurize_part, jobs, workers,
                                on_done=(lambda job: on_file(job.path)) if on_file else None,
@@ -148,10 +216,7 @@ def _featurize_locked(paths, out: Path, collection: Collection, split: str | Non
     write_text_atomic(parts_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
     # Parts of files that changed or left the input are stale, and so are the temporary
     # files of parts whose writer was killed.
-    keep = {p.name for p in parts} | {"manifest.json"}
-    for stale in parts_dir.iterdir():
-        if stale.name not in keep:
-            stale.unlink()
+    _sweep_stale(parts_dir, {p.name for p in parts})
     return rows, skipped, sum(r.reused for r in results)
 
 

@@ -9,6 +9,7 @@ format alone; featurizing files into frames is `xlarank.featurize`.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from xlarank.atomic import atomic_path
 from xlarank.data.collections import Collection, get_collection
 from xlarank.errors import MismatchError, XlarankError
 from xlarank.features.spec import FEATURE_SCHEMA_VERSION, FeatureSpec
+from xlarank.files import input_path, regular_file
 
 META_KEY = b"xlarank"
 # Graphs are gathered into row groups of at least this many rows: a row group per small
@@ -110,7 +112,9 @@ def _meta_from_json(path: Path, raw: bytes) -> FrameMeta:
 
     try:
         record = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except RecursionError:
+        raise fault("is nested too deeply") from None
+    except ValueError:  # not JSON, not UTF-8, or an integer of too many digits
         raise fault("is not JSON") from None
     if not isinstance(record, dict):
         raise fault(f"is a JSON {type(record).__name__}, expected an object")
@@ -222,8 +226,11 @@ def read_meta(path: str | Path) -> FrameMeta:
     """The metadata of a frame, without reading its rows; its columns are checked against
     it (`check_schema`)."""
     path = Path(path)
+    local = input_path(path)
+    if os.path.exists(local):
+        regular_file(path, "frame")
     try:
-        parquet_meta = pq.read_metadata(path)
+        parquet_meta = pq.read_metadata(local)
         schema = parquet_meta.schema.to_arrow_schema()
     except FileNotFoundError:
         raise XlarankError(f"{path}: frame not found") from None
@@ -244,7 +251,7 @@ def read_meta(path: str | Path) -> FrameMeta:
 def read_keys(path: str | Path) -> pa.Table:
     """The graph_id and runtime columns of a checked frame (`read_meta` first), after
     `check_rows`."""
-    keys = pq.read_table(path, columns=["runtime", "graph_id"])
+    keys = pq.read_table(input_path(path), columns=["runtime", "graph_id"])
     check_rows(path, keys["graph_id"].to_numpy(), keys["runtime"].to_numpy())
     return keys
 
@@ -253,7 +260,7 @@ def read_frame(path: str | Path) -> tuple[pd.DataFrame, FrameMeta]:
     """A frame's rows and metadata; rows stay contiguous per graph, in file order. The
     metadata, columns and rows are checked (`read_meta`, `check_rows`)."""
     meta = read_meta(path)
-    frame = pq.read_table(path).to_pandas()
+    frame = pq.read_table(input_path(path)).to_pandas()
     check_rows(path, frame["graph_id"].to_numpy(), frame["runtime"].to_numpy())
     return frame, meta
 
@@ -263,7 +270,7 @@ def row_group_graph_sizes(path: str | Path) -> list[np.ndarray]:
 
     Reads only the graph_id column. Graphs never span row groups (see `write_frame`).
     """
-    parquet = pq.ParquetFile(path)
+    parquet = pq.ParquetFile(input_path(path))
     out = []
     for group in range(parquet.metadata.num_row_groups):
         ids = parquet.read_row_group(group, columns=["graph_id"])["graph_id"]

@@ -34,6 +34,7 @@ from xlarank.evaluate import (
 from xlarank.features.glossary import describe_column
 from xlarank.frame import FrameMeta, group_sizes, read_frame
 from xlarank.rank.model import load_model
+from xlarank.seeds import check_seed
 from xlarank.target import ranking_target
 
 # The importance plot shows this many columns; the page explains the same ones.
@@ -144,6 +145,7 @@ def report_from_paths(frame_path: str | Path, models: list[tuple[str, str | Path
         A model that is missing or belongs to another feature spec or collection.
     """
     check_output(out_dir, "dir", marker=REPORT_PAGE)
+    seed = check_seed(seed, "seed")
     table, meta = read_frame(frame_path)
     loaded = {}
     for name, path in models:
@@ -285,7 +287,7 @@ def importance_glossary(gain: pd.Series, top: int = IMPORTANCE_TOP) -> pd.DataFr
     for name in gain.head(top).index:
         entry = describe_column(str(name))
         rows.append({"feature": name, "family": entry.family if entry else "",
-                     "meaning": entry.meaning if entry else "",
+                     "meaning": entry.filled(str(name)) if entry else "",
                      "gain share": round(float(share[name]), 4)})
     return pd.DataFrame(rows, columns=["feature", "family", "meaning", "gain share"])
 
@@ -333,6 +335,8 @@ body {{ font-family: sans-serif; margin: 2em auto; max-width: 70em; color: #222;
 table {{ border-collapse: collapse; margin: 1em 0; }}
 th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
 th {{ background: #f3f3f3; text-align: left; }}
+table.glossary td {{ text-align: left; }}
+table.glossary td:last-child {{ text-align: right; }}
 figure {{ margin: 1.5em 0; }} img {{ max-width: 100%; }}
 figcaption {{ color: #555; font-size: 0.9em; }}
 </style></head><body>
@@ -345,6 +349,7 @@ figcaption {{ color: #555; font-size: 0.9em; }}
 <h2>The features in the importance plot</h2>
 <p>What each column means; every column of every family is in the features glossary
 (<code>docs/features.md</code> in xlarank's repository, "Column glossary").</p>
-{importance_glossary(gain).to_html(index=False, escape=True, border=0)}
+{importance_glossary(gain).to_html(index=False, escape=True, border=0,
+                                   classes="glossary")}
 </body></html>
 """

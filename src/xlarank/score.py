@@ -32,6 +32,7 @@ from xlarank.evaluate import (
 from xlarank.features.build import featurize_graph
 from xlarank.frame import read_frame
 from xlarank.rank.model import Model, load_model
+from xlarank.seeds import check_seed
 
 SUBMISSION_TOP_TILE = 5
 # Test files per collection in the official TpuGraphs release: 894 submission IDs.
@@ -279,6 +280,7 @@ def evaluate_model(frame_path: str | Path, model_dir: str | Path | None, seed: i
         collection.
     """
     frame_path = Path(frame_path)
+    seed = check_seed(seed, "seed")
     if out is not None:
         check_output(out)
         check_output(Path(out).with_suffix(SUMMARY_SUFFIX))

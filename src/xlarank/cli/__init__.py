@@ -21,7 +21,7 @@ from typing import Annotated
 import typer
 
 from xlarank import __version__
-from xlarank.cli.common import XlarankTyper, _show_warning, console
+from xlarank.cli.common import XlarankTyper, _show_warning, console, tolerant_streams
 
 app = XlarankTyper(add_completion=False, no_args_is_help=True,
                   help="Rank XLA compiler configurations (TpuGraphs) by predicted runtime.")
@@ -41,6 +41,7 @@ def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say more.")] = False,
 ) -> None:
     ctx.obj = {"verbose": verbose}
+    tolerant_streams()
     warnings.showwarning = _show_warning
 
 

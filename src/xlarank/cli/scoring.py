@@ -78,7 +78,8 @@ def rank_graph(
     threads: OwnThreadsOption = 0,
 ) -> None:
     """Rank all configs of one graph from the runtimes of some: rank, config_index, score,
-    measured, runtime. Repeats of a config index are combined by their median."""
+    measured, runtime, copy_of. Repeats of a config index, and of its exact copies, are
+    combined by their median; each copy sits with the config it copies."""
     from xlarank.atomic import atomic_path, output_lock
     from xlarank.rank.ingraph import read_measured_rows
     from xlarank.systems import rank_graph_with

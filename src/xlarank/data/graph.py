@@ -133,6 +133,7 @@ def load_graph(path: str | Path, collection: Collection | None = None,
         missing = [k for k in keys if k not in npz.keys]
         if missing:
             raise BadGraphError(path, f"missing array(s) {', '.join(missing)}")
+        _check_headers(path, {k: npz.header(k)[0] for k in keys}, is_tile)
         arrays = {k: npz.read(k) for k in keys if k != "node_config_feat"}
         common = _check_common(path, arrays)
         base = dict(path=path, graph_id=path.stem, collection=collection, split=split, **common)
@@ -142,6 +143,41 @@ def load_graph(path: str | Path, collection: Collection | None = None,
         layout["node_config_feat"] = _read_layout_configs(
             path, npz, common["config_runtime"].shape[0], len(layout["node_config_ids"]), configs)
         return LayoutGraph(**base, **layout)
+
+
+def _check_headers(path: Path, shapes: dict[str, tuple[int, ...]], is_tile: bool) -> None:
+    """Refuse members whose shapes, read from their .npy headers alone, disagree, before
+    any is inflated: a small file can claim gigabytes in one member that another member's
+    shape already shows to be wrong. The same messages as the checks of the arrays."""
+    feat = shapes["node_feat"]
+    if len(feat) != 2 or feat[1] != N_NODE_FEATURES:
+        _fail(path, f"node_feat: shape {feat}, expected (n_nodes, {N_NODE_FEATURES})")
+    n = feat[0]
+    if shapes["node_opcode"] != (n,):
+        _fail(path, f"node_opcode: shape {shapes['node_opcode']}, expected ({n},) to match "
+                    "node_feat")
+    edges = shapes["edge_index"]
+    if int(np.prod(edges, dtype=np.float64)) != 0 and (len(edges) != 2 or edges[1] != 2):
+        _fail(path, f"edge_index: shape {edges}, expected (n_edges, 2)")
+    runtime = shapes["config_runtime"]
+    if len(runtime) != 1:
+        _fail(path, f"config_runtime: shape {runtime}, expected (n_configs,)")
+    c = runtime[0]
+    if is_tile:
+        if shapes["config_feat"] != (c, N_TILE_CONFIG_FEATURES):
+            _fail(path, f"config_feat: shape {shapes['config_feat']}, expected ({c}, "
+                        f"{N_TILE_CONFIG_FEATURES}) to match config_runtime")
+        if shapes["config_runtime_normalizers"] != (c,):
+            _fail(path, f"config_runtime_normalizers: shape "
+                        f"{shapes['config_runtime_normalizers']}, expected ({c},)")
+        return
+    ids = shapes["node_config_ids"]
+    if len(ids) != 1:
+        _fail(path, f"node_config_ids: shape {ids}, expected (n_configurable,)")
+    if shapes["node_config_feat"] != (c, ids[0], N_LAYOUT_CONFIG_FEATURES):
+        _fail(path, f"node_config_feat: shape {shapes['node_config_feat']}, expected ({c}, "
+                    f"{ids[0]}, {N_LAYOUT_CONFIG_FEATURES}) to match config_runtime and "
+                    "node_config_ids")
 
 
 def _fail(path: Path, fault: str) -> None:

@@ -19,7 +19,8 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from xlarank.errors import BadGraphError
+from xlarank.errors import BadGraphError, BadInputError
+from xlarank.files import open_regular
 
 # Reading a damaged archive fails in many ways; all of them mean the same to a user.
 # numpy parses .npy headers as Python literals, so a damaged header can also raise
@@ -123,9 +124,12 @@ class NpzStream:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         try:
-            self._file = open(self.path, "rb")
-        except OSError as exc:
-            raise BadGraphError(self.path, f"cannot be opened ({exc.strerror})") from None
+            # Never a FIFO or a device: reading one would wait, or never end.
+            self._file = open_regular(self.path, "npz")
+        except BadInputError as exc:
+            fault = str(exc).removeprefix(f"{self.path}: npz ")
+            raise BadGraphError(self.path, fault.replace("cannot be read", "cannot be opened")
+                                ) from None
         try:
             self._zip = zipfile.ZipFile(self._file)
             self.keys = {

@@ -115,6 +115,7 @@ from xlarank.data.collections import COLLECTIONS, SPLITS, Collection
 from xlarank.data.npzwrite import write_npz
 from xlarank.engine import map_ordered
 from xlarank.errors import XlarankError
+from xlarank.seeds import check_seed
 
 # Opcode ids (FORMAT.md).
 PARAMETER, CONSTANT, CONVOLUTION, DOT, RESHAPE, TRANSPOSE = 63, 24, 26, 34, 75, 98
@@ -1183,6 +1184,7 @@ def synth_dataset(out: Path, preset: str = "demo", seed: int = 0,
     """
     if preset not in PRESETS:
         raise XlarankError(f"unknown synth preset {preset!r}; known: {', '.join(PRESETS)}")
+    seed = check_seed(seed, "seed")
     out = Path(out)
     if out.exists() or out.is_symlink():
         raise XlarankError(f"{out}: already exists; remove it or choose another folder")

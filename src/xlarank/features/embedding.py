@@ -24,6 +24,8 @@ columns' signed log1p, / 10, so products of dims (up to ~1e12) stay within a few
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +34,12 @@ import numpy as np
 
 from xlarank.atomic import atomic_path
 from xlarank.data.graph import MAX_OPCODE, LayoutGraph, TileGraph
-from xlarank.errors import SpecError
+from xlarank.errors import BadInputError, SpecError
 from xlarank.features.prune import prune_graph
+from xlarank.files import open_regular
 from xlarank.kernels.configs import TILE_JOINED_NAMES
 from xlarank.kernels.graph import csr_by_row, gnn_input_layer, gnn_message_layer
+from xlarank.seeds import random_seed
 
 HIDDEN = 16
 HEAD_DIM = 8
@@ -125,7 +129,7 @@ def load_family_weights(source: str, family: str, shapes: dict,
                             ) from None
         key = (family, source, stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if key not in _CACHE:
-        _CACHE[key] = (make_random(int(source.split(":", 1)[1]))
+        _CACHE[key] = (make_random(random_seed(source, f"--{family}-weights"))
                        if source.startswith("random:")
                        else _read_weights(Path(source), family, shapes))
     return _CACHE[key]
@@ -133,10 +137,21 @@ def load_family_weights(source: str, family: str, shapes: dict,
 
 def _read_weights(path: Path, family: str, shapes: dict) -> GnnWeights:
     try:
-        with np.load(path) as data:
-            arrays = {k: np.asarray(data[k], dtype=np.float64) for k in data.files}
-    except (OSError, ValueError) as exc:
-        raise SpecError(f"{path}: not a {family} weights .npz ({exc})") from None
+        # Never a FIFO or a device, which would hang the read.
+        with open_regular(path, f"{family} weights") as handle:
+            if not handle.read(1):
+                raise SpecError(f"{path}: {family} weights file is empty, expected a .npz "
+                                f"(from xlarank gnn-train --embedding {family})")
+            handle.seek(0)
+            with np.load(handle) as data:
+                arrays = {k: np.asarray(data[k], dtype=np.float64) for k in data.files}
+    except BadInputError as exc:
+        raise SpecError(str(exc)) from None
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error,
+            NotImplementedError, RuntimeError) as exc:
+        # EOFError is more than a bad file here: click reads it as "Aborted.".
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise SpecError(f"{path}: not a {family} weights .npz ({reason})") from None
     for key, shape in shapes.items():
         if key not in arrays or arrays[key].shape != shape:
             raise SpecError(f"{path}: {family} weights need {key} of shape {shape}, found "

@@ -27,6 +27,21 @@ class ColumnMeaning:
         regex = re.escape(self.pattern).replace(r"\{pool\}", "(?:mean|min|max)")
         return re.compile(re.sub(r"\\\{[a-z]+\\\}", r"\\d+", regex) + r"\Z")
 
+    def filled(self, name: str) -> str:
+        """The meaning for the column ``name`` this entry matches, its placeholders
+        ({slot}, {i}, {node}, {pool}) filled from the name: n03_changed is about slot 03."""
+        slots = re.findall(r"\{([a-z]+)\}", self.pattern)
+        regex = re.escape(self.pattern)
+        for slot in slots:
+            value = "(mean|min|max)" if slot == "pool" else r"(\d+)"
+            regex = regex.replace(re.escape("{" + slot + "}"), value, 1)
+        found = re.fullmatch(regex, name)
+        meaning = self.meaning
+        if found is not None:
+            for slot, value in zip(slots, found.groups()):
+                meaning = meaning.replace("{" + slot + "}", value)
+        return meaning
+
 
 def _entry(pattern: str, family: str, meaning: str) -> ColumnMeaning:
     return ColumnMeaning(pattern, family, meaning)

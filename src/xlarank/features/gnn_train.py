@@ -41,6 +41,7 @@ from xlarank.features.embedding import (
 )
 from xlarank.features.prune import prune_graph
 from xlarank.features.tables import tile_joined
+from xlarank.seeds import check_seed
 from xlarank.threads import chosen_threads
 
 # Adam's usual defaults (torch.optim.Adam's, which trained these weights before the port
@@ -395,6 +396,7 @@ def train_gnn_weights(files: list[Path], collection: Collection, k: int = 2, see
     """Weights trained from random:SEED on the files' graphs (each file's configs sampled
     once, from ``allowed[file]`` when given); returns them and the mean training loss of
     each epoch. The same arguments give the same weights."""
+    seed = check_seed(seed, "seed")
     require_jax()
     rng = np.random.default_rng(seed)
     batches = sampled_batches(files, collection, k, configs_per_graph, rng, allowed)

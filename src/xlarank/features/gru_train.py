@@ -40,6 +40,7 @@ from xlarank.features.gru import (
     gru_column_names,
     random_gru_weights,
 )
+from xlarank.seeds import check_seed
 
 # Layout config columns the network reads: the minor-most pair of the output, input and
 # kernel layouts.
@@ -220,6 +221,7 @@ def train_gru_weights(files: list[Path], collection: Collection, seed: int = 0,
     once, from ``allowed[file]`` when given; layout graphs pruned to CONTEXT_HOPS, as the
     family prunes them); returns them and the mean training loss of each epoch. The same
     arguments give the same weights."""
+    seed = check_seed(seed, "seed")
     rng = np.random.default_rng(seed)
     batches = gru_batches(files, collection, configs_per_graph, rng, allowed)
     fitted = fit_gru(batches, collection.is_tile, seed, epochs, learning_rate, rng, on_epoch)

@@ -33,19 +33,23 @@ import lzma
 import os
 import re
 import tarfile
+import warnings
 import zipfile
 import zlib
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from xlarank.data.collections import get_collection
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks, load_graph
-from xlarank.errors import MismatchError, XlarankError
+from xlarank.errors import BadInputError, MismatchError, XlarankError, XlarankWarning
 from xlarank.features.build import KEY_COLUMNS, featurize_graph
 from xlarank.features.spec import FeatureSpec
+from xlarank.files import input_path, open_regular
 from xlarank.rank.model import load_model
+from xlarank.seeds import check_seed
 from xlarank.threads import chosen_threads
 
 # The per-config families; ``graph`` is one value per graph, constant here.
@@ -90,13 +94,29 @@ _READ_FAULTS = (OSError, ValueError, EOFError, ImportError, lzma.LZMAError,
                 zipfile.BadZipFile, zlib.error, tarfile.TarError)
 
 
+def measured_path(path) -> Path:
+    """The file a measured-runtimes path names, as `read_measured` opens it
+    (`xlarank.files.input_path`: ``~`` expanded, as pandas does, never a URL)."""
+    return input_path(path)
+
+
 def _read_table(path) -> pd.DataFrame:
     """The CSV's rows as text, columns named by its first line, or MeasuredError naming
     the file and the fault: a row with more fields than the header (which pandas would
     otherwise take for an index column, shifting every value), or a file whose name's
     compression ending does not match its content."""
+    from pandas.io.common import infer_compression
+
+    # Opened here, as pandas would resolve the name (~ expanded), but never as a URL and
+    # never a FIFO or a device; the compression follows the name's ending, as in pandas.
+    where = measured_path(path)
     try:
-        raw = pd.read_csv(path, header=None, dtype=str, index_col=False)
+        with open_regular(where, "measured runtimes CSV") as handle:
+            raw = pd.read_csv(handle, header=None, dtype=str, index_col=False,
+                              compression=infer_compression(str(where), "infer"))
+    except BadInputError as exc:
+        fault = str(exc).split(": measured runtimes CSV ", 1)[-1]
+        raise MeasuredError(f"{path}: cannot read measured runtimes ({fault})") from None
     except pd.errors.EmptyDataError:
         raise MeasuredError(f"{path}: cannot read measured runtimes (the file is empty)"
                             ) from None
@@ -112,7 +132,8 @@ def _read_table(path) -> pd.DataFrame:
         how = (f"; its name ends in {ending}, so it is read as {ending[1:]}-compressed: "
                "rename a plain CSV to .csv" if ending else "")
         # Some decompressors explain over several lines; the error is one.
-        reason = " ".join(str(getattr(exc, "strerror", None) or exc).split())
+        reason = ("not UTF-8 text: save it as UTF-8" if isinstance(exc, UnicodeDecodeError)
+                  else " ".join(str(getattr(exc, "strerror", None) or exc).split()))
         raise MeasuredError(f"{path}: cannot read measured runtimes ({reason}){how}"
                             ) from None
     header = [str(name) for name in raw.iloc[0]] if len(raw) else []
@@ -217,10 +238,13 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
 
     Returns a DataFrame of n_configs rows, best first: rank (1 = predicted fastest),
     config_index, score (higher is faster: minus the log runtime, measured where measured,
-    else predicted: `interleaved_scores`), measured (bool) and runtime (the measured
-    median, NaN where not measured). Measured configs appear in the order of their
-    runtimes, unmeasured ones between them where the booster places them; the rank
-    column keeps the booster's order where scores tie (beyond the measured range).
+    else predicted: `interleaved_scores`), measured (bool), runtime (the measured
+    median, NaN where not measured) and copy_of (`ranked_table`: exact copies of a config
+    share its place). Measured configs appear in the order of their runtimes, unmeasured
+    ones between them where the booster places them; the rank column keeps the booster's
+    order where scores tie (beyond the measured range). A booster that gives every
+    unmeasured config one score (too few measured) is warned about (XlarankWarning) and
+    replaced by each config's nearest measured config (`nearest_measured_scores`).
     Raises `MeasuredError` for unknown config indices, fewer than two distinct measured
     configs, or runtimes that are all equal; `MismatchError` for a prior of another
     collection; TypeError for arguments of the wrong type, XlarankError for negative
@@ -230,8 +254,9 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
 
     graph = graph_with_configs(graph)
     measured = measured_table(measured)
-    seed, threads = _whole(seed, "seed"), _threads(threads)
-    runtime = measured_runtimes(graph, measured)
+    seed, threads = check_seed(seed, "seed"), _threads(threads)
+    groups = config_groups(graph)
+    runtime = measured_runtimes(graph, measured, groups)
     rows = runtime.index.to_numpy(np.int64)
     prior = checked_prior(graph, prior)
     x, names = in_graph_inputs(graph, prior, spec)
@@ -241,7 +266,15 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
                        params={"min_data_in_bin": 1, "verbosity": -1})
     booster = lgb.train(params, data, num_boost_round=IN_GRAPH_ROUNDS)
     score = -booster.predict(x, num_threads=threads)
-    return ranked_table(interleaved_scores(score, runtime), runtime, tiebreak=score)
+    if constant_unmeasured(score, runtime, groups):
+        warnings.warn(XlarankWarning(
+            f"{graph.path}: the graph-local booster gave every unmeasured config one score "
+            f"from {len(runtime)} measured configs; they are ordered by their nearest "
+            "measured config instead: measure more configs for a model's order"),
+            stacklevel=2)
+        score = nearest_measured_scores(graph, runtime)
+    return ranked_table(interleaved_scores(score, runtime), runtime, tiebreak=score,
+                        groups=groups)
 
 
 def rank_target(runtime: np.ndarray) -> np.ndarray:
@@ -318,8 +351,18 @@ def _threads(threads) -> int | None:
     return threads
 
 
-def measured_runtimes(graph: TileGraph | LayoutGraph, measured: pd.DataFrame) -> pd.Series:
+def config_groups(graph: TileGraph | LayoutGraph) -> np.ndarray:
+    """int64 (n_configs,): for each config, the lowest index of the configs whose raw
+    columns are exactly its own (its own index when it has no copy)."""
+    x = config_columns(graph)
+    _, first, inverse = np.unique(x, axis=0, return_index=True, return_inverse=True)
+    return first.astype(np.int64)[inverse.reshape(-1)]
+
+
+def measured_runtimes(graph: TileGraph | LayoutGraph, measured: pd.DataFrame,
+                      groups: np.ndarray | None = None) -> pd.Series:
     """float64 runtimes (ns) indexed by config index: the median of each measured config,
+    all measurements of exact copies of one config pooled into one median (`config_groups`),
     after refusing (`MeasuredError`) a graph without configs, unknown config indices,
     fewer than two distinct measured configs, or runtimes that are all equal."""
     if graph.n_configs == 0:
@@ -330,9 +373,15 @@ def measured_runtimes(graph: TileGraph | LayoutGraph, measured: pd.DataFrame) ->
         first_unknown = int(measured["config_index"][unknown].iloc[0])
         raise MeasuredError(f"{graph.path}: config_index {first_unknown} is not among its "
                             f"{graph.n_configs} configs")
-    runtime = measured.groupby("config_index")["runtime"].median()
-    rows = runtime.index.to_numpy(np.int64)
-    if len(np.unique(config_columns(graph)[rows], axis=0)) < 2:
+    groups = config_groups(graph) if groups is None else groups
+    # Exact copies of one config are one config: all their measurements pool into one
+    # median, which each measured copy gets (conflicting repeats ranked them far apart).
+    group = groups[measured["config_index"].to_numpy(np.int64)]
+    pooled = measured["runtime"].groupby(group).median()
+    rows = np.unique(measured["config_index"].to_numpy(np.int64))
+    runtime = pd.Series(pooled.loc[groups[rows]].to_numpy(np.float64),
+                        index=pd.Index(rows, name="config_index"), name="runtime")
+    if len(pooled) < 2:
         raise MeasuredError(f"{graph.path}: fewer than 2 distinct configs measured; an "
                             "order needs at least two")
     if runtime.nunique() < 2:
@@ -341,22 +390,83 @@ def measured_runtimes(graph: TileGraph | LayoutGraph, measured: pd.DataFrame) ->
 
 
 def ranked_table(score: np.ndarray, runtime: pd.Series,
-                 tiebreak: np.ndarray | None = None) -> pd.DataFrame:
+                 tiebreak: np.ndarray | None = None,
+                 groups: np.ndarray | None = None) -> pd.DataFrame:
     """Every config best first: rank (1 = predicted fastest), config_index, score (higher
-    is faster), measured (bool) and runtime (the measured median, NaN where not measured).
-    score: float64 (n_configs,); runtime: measured medians indexed by config index;
-    tiebreak: float64 (n_configs,) or None, higher first among equal scores. Equal scores
-    put measured configs first (known beats predicted), then follow tiebreak, then config
-    order."""
+    is faster), measured (bool), runtime (the measured median, NaN where not measured)
+    and copy_of. score: float64 (n_configs,); runtime: measured medians indexed by config
+    index; tiebreak: float64 (n_configs,) or None, higher first among equal scores;
+    groups: `config_groups` or None (no copies known). Equal scores put measured configs
+    first (known beats predicted), then follow tiebreak, then config order.
+
+    Exact copies of a config share its place: each takes the score, tiebreak and
+    runtime of its representative (the lowest measured index among the copies, else the
+    lowest index), so they sit together, right after it, and copy_of names it (-1 for
+    a config that is no copy)."""
     n_configs = len(score)
+    score = np.asarray(score, np.float64)
+    second = np.zeros(n_configs) if tiebreak is None else -np.asarray(tiebreak, np.float64)
     measured_runtime = np.full(n_configs, np.nan)
     measured_runtime[runtime.index.to_numpy(np.int64)] = runtime.to_numpy()
-    second = np.zeros(n_configs) if tiebreak is None else -np.asarray(tiebreak, np.float64)
-    order = np.lexsort((np.arange(n_configs), second, np.isnan(measured_runtime), -score))
+    measured = ~np.isnan(measured_runtime)
+    rep = np.arange(n_configs) if groups is None else representatives(groups, measured)
+    score, second, shown_runtime = score[rep], second[rep], measured_runtime[rep]
+    order = np.lexsort((np.arange(n_configs), second, ~measured, -score))
+    copy_of = np.where(rep != np.arange(n_configs), rep, -1)
     return pd.DataFrame({
         "rank": np.arange(1, n_configs + 1),
         "config_index": order,
         "score": score[order],
-        "measured": ~np.isnan(measured_runtime[order]),
-        "runtime": measured_runtime[order],
+        "measured": measured[order],
+        "runtime": shown_runtime[order],
+        "copy_of": copy_of[order],
     })
+
+
+def representatives(groups: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """int64 (n_configs,): each config's representative among its exact copies (groups:
+    `config_groups`): the lowest measured index of the group, else its lowest index."""
+    n = len(groups)
+    order = np.lexsort((np.arange(n), ~measured, groups))
+    ordered = groups[order]
+    firsts = order[np.r_[True, ordered[1:] != ordered[:-1]]]
+    chosen = np.full(n, -1, np.int64)
+    chosen[groups[firsts]] = firsts
+    return chosen[groups]
+
+
+def constant_unmeasured(score: np.ndarray, runtime: pd.Series,
+                        groups: np.ndarray) -> bool:
+    """Whether a model gave every distinct unmeasured config (at least two) one score:
+    then its order says nothing, and `ranked_table` would list them in index order."""
+    measured = np.zeros(len(score), bool)
+    measured[runtime.index.to_numpy(np.int64)] = True
+    free = np.unique(groups)
+    free = free[~measured[representatives(groups, measured)[free]]]
+    if len(free) < 2:
+        return False
+    values = np.asarray(score, np.float64)[free]
+    return bool(np.ptp(values) <= 1e-9 * max(1.0, float(np.abs(values).max())))
+
+
+def nearest_measured_scores(graph: TileGraph | LayoutGraph, runtime: pd.Series
+                            ) -> np.ndarray:
+    """float64 (n_configs,): minus the log runtime of each config's nearest measured
+    config (L1 over the raw config columns that vary, each scaled to its range), minus a
+    small share of that distance, so nearer configs come first among those of one
+    neighbour. The fallback order where a model predicts one score for all."""
+    x = config_columns(graph)
+    varying = np.flatnonzero((x != x[:1]).any(axis=0))
+    x = x[:, varying].astype(np.float32)
+    span = x.max(axis=0) - x.min(axis=0) if len(varying) else np.ones(0, np.float32)
+    x = x / np.where(span > 0, span, 1)
+    rows = runtime.index.to_numpy(np.int64)
+    measured_score = -np.log(runtime.to_numpy(np.float64))
+    best = np.full(len(x), np.inf)
+    score = np.zeros(len(x))
+    for row, value in zip(rows, measured_score):
+        distance = np.abs(x - x[row]).sum(axis=1, dtype=np.float64)
+        nearer = distance < best
+        best[nearer], score[nearer] = distance[nearer], value
+    spread = np.ptp(measured_score) or 1.0
+    return score - 1e-3 * spread * best / max(1.0, float(best.max()))

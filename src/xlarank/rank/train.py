@@ -24,6 +24,7 @@ import pandas as pd
 from xlarank import __version__
 from xlarank.data.collections import Collection, get_collection
 from xlarank.errors import MismatchError, XlarankError, XlarankWarning
+from xlarank.files import input_path
 from xlarank.frame import FrameMeta, check_columns, check_rows, group_sizes, read_keys, read_meta
 from xlarank.rank.boosters import get_library
 from xlarank.rank.labels import faster_share, log_slowdown, relevance_grades
@@ -168,7 +169,7 @@ def train_ranker_from_file(path: str | Path, spec: RankerSpec, threads: int = 0)
                                  where=str(path))
     del keys
     columns = ["graph_id", "runtime", "normalizer", *meta.feature_names]
-    parquet = pq.ParquetFile(path)
+    parquet = pq.ParquetFile(input_path(path))
     parts = [training_arrays(parquet.read_row_group(group, columns=columns).to_pandas(),
                              meta.feature_names, collection.is_tile, spec)
              for group in range(parquet.metadata.num_row_groups)]

@@ -31,6 +31,7 @@ from xlarank.frame import FrameMeta, read_frame
 from xlarank.rank.boosters import get_library
 from xlarank.rank.spec import RankerSpec, load_ranker_spec
 from xlarank.rank.train import check_trainable, train_ranker
+from xlarank.seeds import check_seed
 
 # Spec fields a trial may change (the library's search space says which); the rest of a
 # draw are params.
@@ -136,6 +137,7 @@ def tune_spec_file(train_path: str | Path, valid_path: str | Path, spec_path: st
     XlarankError
         A bad spec, or frames that the spec cannot train on or that do not match.
     """
+    check_seed(seed, "seed")
     for output in (out, log):
         if output is not None:
             check_output(output)

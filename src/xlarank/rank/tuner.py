@@ -41,8 +41,9 @@ import numpy as np
 import pandas as pd
 
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
-from xlarank.errors import XlarankError
+from xlarank.errors import BadInputError, XlarankError
 from xlarank.features.build import featurize_graph
+from xlarank.files import open_regular
 from xlarank.rank.ingraph import (
     IN_GRAPH_PARAMS,
     MEASURED_COLUMNS,
@@ -51,9 +52,11 @@ from xlarank.rank.ingraph import (
     checked_prior,
     config_columns,
     in_graph_inputs,
+    measured_path,
     rank_target,
     read_measured,
 )
+from xlarank.seeds import check_seed
 from xlarank.threads import chosen_threads
 
 # A tuner refits every batch, and several boosters at that: fewer, larger steps than
@@ -95,9 +98,21 @@ class Strategy:
     def __post_init__(self):
         if self.cold not in ("diverse", "random"):
             raise XlarankError(f"cold start {self.cold!r}: 'diverse' or 'random'")
-        if self.bootstraps < 0 or not 0 <= self.random_share <= 1 or self.kappa < 0:
-            raise XlarankError(f"{self}: bootstraps >= 0, kappa >= 0 and a random share "
-                               "in [0, 1]")
+        numbers = {"kappa": self.kappa, "random_share": self.random_share,
+                   "diversity": self.diversity, "important": self.important}
+        for name, value in {"bootstraps": self.bootstraps, **numbers}.items():
+            if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+                raise XlarankError(f"{self}: {name} must be a number, got "
+                                   f"{type(value).__name__}")
+        # NaN fails every comparison, so each range is stated as what must hold.
+        bad = [name for name, value in numbers.items() if not np.isfinite(value)]
+        if bad:
+            raise XlarankError(f"{self}: {', '.join(bad)} must be finite numbers")
+        if (not float(self.bootstraps).is_integer() or not self.bootstraps >= 0
+                or not 0 <= self.random_share <= 1 or not self.kappa >= 0
+                or not self.diversity >= 0 or not 0 <= self.important <= 1):
+            raise XlarankError(f"{self}: bootstraps a whole number >= 0, kappa >= 0, "
+                               "diversity >= 0, and a random share and important in [0, 1]")
 
 
 class Tuner:
@@ -111,6 +126,7 @@ class Tuner:
 
     def __init__(self, graph, prior=None, seed: int = 0, threads: int | None = None,
                  strategy: Strategy | None = None):
+        seed = check_seed(seed, "seed")
         if not isinstance(graph, (TileGraph, LayoutGraph)):
             graph = load_graph(graph)
         if graph.n_configs == 0:
@@ -340,16 +356,28 @@ def read_measured_state(path: str | Path | None) -> pd.DataFrame:
     """The measured table a tuner resumes from: `read_measured`'s, or an empty table
     (config_index, runtime) for no path or an empty file (a header-only CSV reads as
     empty by itself)."""
-    if path is None or (Path(path).is_file() and not Path(path).read_text().strip()):
+    if path is None or _blank(path):
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in
                              zip(MEASURED_COLUMNS, (np.int64, np.float64))})
     return read_measured(path)
+
+
+def _blank(path: str | Path) -> bool:
+    """Whether the measured CSV at ``path`` holds nothing but white space (bytes, so a
+    file that is not UTF-8 is `read_measured`'s to refuse); False where it cannot be
+    opened (`read_measured` says why)."""
+    try:
+        with open_regular(measured_path(path), "measured runtimes CSV") as handle:
+            return not handle.read().strip()
+    except (BadInputError, OSError):
+        return False
 
 
 def suggest_next(graph, measured_path: str | Path | None, batch: int, prior=None,
                  seed: int = 0, threads: int | None = None) -> pd.DataFrame:
     """The next ``batch`` configs of ``graph`` given the measurements in a CSV (the whole
     state: a run resumes by reading it again): `Tuner.suggest`'s table."""
+    check_seed(seed, "seed")
     measured = read_measured_state(measured_path)
     tuner = Tuner(graph, prior=prior, seed=seed, threads=threads)
     tuner.tell_table(measured, str(measured_path or "measured"))

@@ -14,8 +14,12 @@ jax is imported inside the GNN modules only, on first use (the ``gnn`` extra).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import os
+import shutil
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,7 +29,8 @@ import pandas as pd
 
 from xlarank.data.collections import Collection
 from xlarank.data.graph import LayoutGraph, TileGraph
-from xlarank.errors import XlarankError
+from xlarank.errors import XlarankError, XlarankWarning
+from xlarank.seeds import check_seed
 
 # One epoch's record: {"epoch": int, "train_loss": float, "valid_loss": float or None}.
 EpochCallback = Callable[[dict], None]
@@ -93,10 +98,32 @@ class RankingSystem(ABC):
         """Write the fitted system into ``out_dir`` (made by the caller): system.json (its
         name, seed and settings, history) plus the system's own files (`_save`)."""
         out_dir = Path(out_dir)
+        if not self.fitted():
+            raise XlarankError(f"system {self.name} is not fitted: call fit or fit_graph "
+                               "before save; nothing was written")
         card = {"system": self.name, "seed": self.seed, "settings": self.settings(),
                 "history": self.history_}
-        (out_dir / SYSTEM_FILE).write_text(json.dumps(card, indent=2, default=float))
-        self._save(out_dir)
+        before = set(os.listdir(out_dir)) if out_dir.is_dir() else set()
+        try:
+            self._save(out_dir)
+            # Last, so a folder with a system.json holds a whole system.
+            (out_dir / SYSTEM_FILE).write_text(json.dumps(card, indent=2, default=float))
+        except BaseException:
+            # What this save wrote goes: no half-written system is left to load.
+            for name in set(os.listdir(out_dir)) - before if out_dir.is_dir() else ():
+                written = out_dir / name
+                with contextlib.suppress(OSError):
+                    if written.is_dir() and not written.is_symlink():
+                        shutil.rmtree(written)
+                    else:
+                        written.unlink()
+            raise
+
+    def fitted(self) -> bool:
+        """Whether `fit` or `fit_graph` has run: a fitted attribute (ending in ``_``,
+        besides ``history_``) is set."""
+        return any(name.endswith("_") and not name.startswith("_") and name != "history_"
+                   and value is not None for name, value in vars(self).items())
 
     def _save(self, out_dir: Path) -> None:
         raise XlarankError(f"system {self.name} cannot be saved")
@@ -146,6 +173,8 @@ def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
     """`xlarank.rank.ingraph.rank_graph`'s table (every config best first) from the system
     named ``system`` trained inside the graph on ``measured`` (config_index, runtime)."""
     from xlarank.rank.ingraph import (
+        config_groups,
+        constant_unmeasured,
         graph_with_configs,
         interleaved_scores,
         measured_runtimes,
@@ -153,12 +182,22 @@ def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
         ranked_table,
     )
 
+    seed = check_seed(seed, "seed")
     if system == "xlarank":
         return rank_graph(graph, measured, prior=prior, seed=seed, threads=threads)
     if prior is not None:
         raise XlarankError(f"--prior is xlarank's own option; system {system} takes none")
     cls = get_system(system)
     graph = graph_with_configs(graph)
-    runtime = measured_runtimes(graph, measured)
+    groups = config_groups(graph)
+    runtime = measured_runtimes(graph, measured, groups)
     score = cls(seed=seed, threads=threads).fit_graph(graph, runtime).score(graph)
-    return ranked_table(interleaved_scores(score, runtime), runtime, tiebreak=score)
+    if constant_unmeasured(score, runtime, groups):
+        # Its order would be the configs' index order, which says nothing.
+        warnings.warn(XlarankWarning(
+            f"{graph.path}: system {system} gave every unmeasured config one score from "
+            f"{len(runtime)} measured configs; ranked by xlarank's graph-local booster "
+            "instead"), stacklevel=2)
+        return rank_graph(graph, measured, seed=seed, threads=threads)
+    return ranked_table(interleaved_scores(score, runtime), runtime, tiebreak=score,
+                        groups=groups)

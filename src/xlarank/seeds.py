@@ -1,0 +1,30 @@
+"""Seeds as every command and API takes them: whole numbers >= 0 (numpy's generators,
+jax's keys and the boosters refuse or wrap others)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xlarank.errors import XlarankError
+
+
+def check_seed(seed, what: str = "seed") -> int:
+    """``seed`` as an int if it is a whole number >= 0; XlarankError naming ``what``
+    (an option such as --seed, or an argument) otherwise, TypeError for a non-integer."""
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise TypeError(f"{what}: expected an int, got {type(seed).__name__} {seed!r}")
+    if seed < 0:
+        raise XlarankError(f"{what} {int(seed)}: a seed is a whole number >= 0")
+    return int(seed)
+
+
+def random_seed(source: str, what: str) -> int:
+    """The seed of a "random:SEED" weights source, checked (`check_seed`)."""
+    try:
+        seed = int(source.split(":", 1)[1])
+    except ValueError:
+        seed = -1
+    if seed < 0:
+        raise XlarankError(f"{what} {source!r}: expected random:SEED, SEED a whole number "
+                           ">= 0")
+    return seed
