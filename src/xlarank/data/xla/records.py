@@ -20,7 +20,6 @@ from __future__ import annotations
 import mmap
 import os
 import re
-import stat
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +40,7 @@ from xlarank.data.xla.messages import Message, decode
 from xlarank.data.xla.opcodes import OPCODE_IDS
 from xlarank.data.xla.wire import WireError, fields
 from xlarank.errors import BadGraphError, XlarankError, XlarankWarning
+from xlarank.files import open_regular
 
 KINDS = ("auto", "tuning-data", "module-tuning-data", "hlo-proto", "hlo-module")
 LAYOUT_DIMS = 6
@@ -72,16 +72,10 @@ class ImportedGraph:
 @contextmanager
 def _mapped(path: Path) -> Iterator[memoryview]:
     """The file's bytes, mapped rather than read, so a large record costs page cache, not
-    heap. Anything but a regular file is refused before it is opened: a FIFO would hang."""
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise BadGraphError(path, f"cannot read it ({exc.strerror})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise BadGraphError(path, "not a regular file")
-    if info.st_size == 0:
-        raise BadGraphError(path, "empty file")
-    with open(path, "rb") as handle:
+    heap. Anything but a regular file is refused before it is read (`open_regular`)."""
+    with open_regular(path, "tuning record") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            raise BadGraphError(path, "empty file")
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         view = memoryview(mapped)
         try:
