@@ -133,7 +133,7 @@ def load_family_weights(source: str, family: str, shapes: dict,
 
 def _read_weights(path: Path, family: str, shapes: dict) -> GnnWeights:
     try:
-        with np.load(path) as data:
+        with np.load(path, allow_pickle=False) as data:
             arrays = {k: np.asarray(data[k], dtype=np.float64) for k in data.files}
     except (OSError, ValueError) as exc:
         raise SpecError(f"{path}: not a {family} weights .npz ({exc})") from None

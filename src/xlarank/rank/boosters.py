@@ -516,14 +516,16 @@ class XGBoost(BoosterLibrary):
 class SKLearn(BoosterLibrary):
     """scikit-learn's HistGradientBoostingRegressor, pointwise on log slowdown: the booster
     of the published "GNN vs trees" hybrid. It has no ranking objective and no Dask
-    training; its OpenMP threads are set with threadpoolctl around fit and predict. The
-    model file is a pickle (scikit-learn's own way to save an estimator): the card's
-    checksum refuses a changed file, but load only models you trust."""
+    training; its OpenMP threads are set with threadpoolctl around fit. The fitted trees
+    are copied out of the estimator into an `xlarank.rank.hgb.HgbForest` (the booster
+    object here, trained or loaded), saved as plain arrays (``model.npz``) and scored by
+    xlarank's own tree walk: never a pickle, which would run code from the model folder
+    (`xlarank.rank.hgb` says why)."""
 
     name = "sklearn"
     objectives = ("squared_error",)
     pointwise = ("squared_error",)
-    model_file = "model.pkl"
+    model_file = "model.npz"
     # HistGradientBoostingRegressor's documented parameters that a booster spec may need.
     # Early stopping is off: it would hold out a random tenth of the rows, not whole graphs.
     known_params = {
@@ -572,57 +574,36 @@ class SKLearn(BoosterLibrary):
     def fit(self, x, labels, sizes, names, spec, threads):
         from sklearn.ensemble import HistGradientBoostingRegressor
 
+        from xlarank.rank.hgb import HgbForest
+
         model = HistGradientBoostingRegressor(**self.params(spec, threads))
         with self._threads(threads):
             # A frame with column names, so the model keeps them (feature_names_in_).
-            return model.fit(pd.DataFrame(x, columns=names, copy=False), labels)
+            model.fit(pd.DataFrame(x, columns=names, copy=False), labels)
+        return HgbForest.from_estimator(model)
 
     def fit_dask(self, client, data, names, spec, threads_per_worker):
         raise XlarankError("the sklearn booster trains in one process: use --engine local")
 
     def predict(self, booster, x, names, rounds):
-        frame = pd.DataFrame(x, columns=names, copy=False)
-        with self._threads(None):
-            if rounds is None or rounds >= booster.n_iter_:
-                return np.asarray(booster.predict(frame), dtype=np.float64)
-            for done, scores in enumerate(booster.staged_predict(frame), start=1):
-                if done == rounds:
-                    return np.asarray(scores, dtype=np.float64)
-        raise XlarankError(f"rounds must be at least 1, not {rounds}")
+        return booster.predict(x, rounds)
 
     def rounds(self, booster) -> int:
-        return int(booster.n_iter_)
+        return booster.n_trees
 
     def importance(self, booster, names):
-        # The estimator offers no importance; each tree's split nodes hold their gain.
-        gain = np.zeros(len(booster.feature_names_in_))
-        for trees in booster._predictors:
-            for tree in trees:
-                split = tree.nodes[tree.nodes["is_leaf"] == 0]
-                np.add.at(gain, split["feature_idx"], split["gain"])
-        return pd.Series(gain, index=list(booster.feature_names_in_), dtype=np.float64)
+        return booster.importance()
 
     def save(self, booster, path):
-        import pickle
-
-        path.write_bytes(pickle.dumps(booster, protocol=pickle.HIGHEST_PROTOCOL))
+        booster.save(path)
 
     def load(self, path):
-        import pickle
+        from xlarank.rank.hgb import HgbForest
 
-        from sklearn.ensemble import HistGradientBoostingRegressor
-
-        try:
-            booster = pickle.loads(Path(path).read_bytes())
-        except Exception as exc:  # a pickle can fail in many ways; all mean a bad file
-            raise BadModelError(f"{path}: scikit-learn cannot read it ({exc})") from None
-        if not isinstance(booster, HistGradientBoostingRegressor):
-            raise BadModelError(f"{path}: not a HistGradientBoostingRegressor but "
-                                f"{type(booster).__name__}")
-        return booster
+        return HgbForest.load(path)
 
     def feature_names(self, booster) -> list[str]:
-        return [str(n) for n in getattr(booster, "feature_names_in_", [])]
+        return list(booster.feature_names)
 
 
 # In the order error messages list them.

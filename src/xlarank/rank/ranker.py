@@ -1,7 +1,8 @@
 """A trained booster with its card, saved as a directory, and the card file itself.
 
 A saved ranker is a directory: the booster's native file (``model.txt`` for LightGBM,
-``model.json`` for XGBoost; the adapter in `xlarank.rank.boosters` names it) and
+``model.json`` for XGBoost, ``model.npz`` of plain arrays for scikit-learn; the adapter in
+`xlarank.rank.boosters` names it, and no other file is read as a booster) and
 ``card.json``, which records the collection, the library and objective, the feature spec
 (name, hash, feature names), the seed, package versions, a summary of the training data
 and, when given, validation metrics. `xlarank.rank.model.load_model` reads a ranker or an
@@ -70,10 +71,32 @@ def read_card(directory: Path) -> dict:
         raise BadModelError(f"{where}: features.names must be a non-empty list of names")
     if card["collection"] not in {c.id for c in COLLECTIONS}:
         raise BadModelError(f"{where}: unknown collection {card['collection']!r}")
-    if shape is RANKER_CARD_SHAPE and card["library"] not in BOOSTERS:
-        raise BadModelError(f"{where}: unknown booster library {card['library']!r}; known: "
-                            f"{', '.join(BOOSTERS)}")
+    if shape is RANKER_CARD_SHAPE:
+        if card["library"] not in BOOSTERS:
+            raise BadModelError(f"{where}: unknown booster library {card['library']!r}; "
+                                f"known: {', '.join(BOOSTERS)}")
+        check_model_file_name(card, where)
     return card
+
+
+# Model files that could carry code (a pickle runs what it names when it is read): never
+# read, whatever the card says.
+CODE_CARRYING_SUFFIXES = (".pkl", ".pickle", ".joblib", ".dill", ".cloudpickle")
+
+
+def check_model_file_name(card: dict, where: Path) -> None:
+    """BadModelError unless the card names its library's own model file (model.txt,
+    model.json or model.npz): a card cannot make xlarank read a pickle, or any other
+    file, as a booster."""
+    library = BOOSTERS[card["library"]]
+    name = card["model_file"]
+    if name.lower().endswith(CODE_CARRYING_SUFFIXES):
+        raise BadModelError(f"{where}: the model file {name!r} is a pickle, which can run "
+                            "code when read; xlarank reads no pickles (a sklearn model saved "
+                            "by an older xlarank): retrain the model")
+    if name != library.model_file:
+        raise BadModelError(f"{where}: a {library.name} model's file is "
+                            f"{library.model_file!r}, not {name!r}; the card was altered")
 
 
 _TYPE_WORDS = {int: "an integer", str: "a string", list: "a list", dict: "a table"}

@@ -1,0 +1,233 @@
+"""Model folders as a surface (issue 29): nothing in a folder runs code, a crafted booster
+file gives one error line (never a signal), score loads only what its input needs, cards
+say where their training data came from, seeds stay in range, saved systems refuse what
+they cannot read."""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import shutil
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from conftest import small
+from xlarank.cli import app
+from xlarank.data.collections import get_collection, split_files
+from xlarank.errors import BadModelError
+from xlarank.features import load_feature_spec
+from xlarank.featurize import featurize_files
+from xlarank.frame import read_frame
+from xlarank.rank.model import load_model
+from xlarank.rank.ranker import CARD_FILE, file_sha256
+from xlarank.rank.spec import RankerSpec
+from xlarank.rank.train import train_ranker
+
+TILE = get_collection("tile-xla")
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def one_error_line(result, *needles: str) -> None:
+    """Exit 2 and a single ``error:`` line on stderr holding every needle."""
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def rewrite_booster(model: Path, raw: bytes, name: str | None = None) -> Path:
+    """Replace a model's booster file with ``raw`` and put its sha256 in the card, as
+    whoever hands over a folder can: the checksum then protects nothing."""
+    card = json.loads((model / CARD_FILE).read_text())
+    name = name or card["model_file"]
+    (model / name).write_bytes(raw)
+    card.update(model_file=name, model_sha256=file_sha256(model / name))
+    (model / CARD_FILE).write_text(json.dumps(card))
+    return model / name
+
+
+@pytest.fixture(scope="module")
+def tile_frame(tiny_data, repo_specs, tmp_path_factory):
+    path = tmp_path_factory.mktemp("folders_frame") / "train.parquet"
+    featurize_files(split_files(tiny_data, TILE, "train"), path, TILE, "train",
+                    load_feature_spec(repo_specs.features("default")))
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(tile_frame, tmp_path_factory):
+    """Saved tile rankers of each library: {"lightgbm": dir, "xgboost": dir, "sklearn": dir}."""
+    table, meta = read_frame(tile_frame)
+    folder = tmp_path_factory.mktemp("folders_models")
+    specs = {"lightgbm": RankerSpec(name="lgbm", features="default"),
+             "xgboost": RankerSpec(name="xgb", features="default", library="xgboost",
+                                   objective="rank:ndcg"),
+             "sklearn": RankerSpec(name="hgb", features="default", library="sklearn",
+                                   objective="squared_error")}
+    return {key: train_ranker(table, meta, small(spec, rounds=8)).save(folder / key)
+            for key, spec in specs.items()}
+
+
+def copy(trained, kind: str, tmp_path: Path) -> Path:
+    target = tmp_path / kind
+    shutil.copytree(trained[kind], target)
+    return target
+
+
+# ---------------------------------------------------------------- 1. no code runs
+
+class _Payload:
+    """Unpickling this creates ``marker``: the proof that a pickle ran code."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_sklearn_models_are_plain_arrays_and_score_as_the_estimator_does(trained,
+                                                                         tile_frame):
+    """The saved file is an npz of numbers and names (no pickle anywhere in it), and the
+    trees walked by xlarank give scikit-learn's own scores to the bit, at every number of
+    rounds, NaNs included."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    from xlarank.rank.hgb import HgbForest
+
+    model = trained["sklearn"]
+    assert sorted(p.name for p in model.iterdir()) == [CARD_FILE, "model.npz"]
+    with np.load(model / "model.npz", allow_pickle=False) as npz:
+        assert all(npz[k].dtype.kind in "iufU" for k in npz.files)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(600, 5))
+    x[rng.random(x.shape) < 0.1] = np.nan
+    y = np.nan_to_num(x[:, 0]) - 2 * np.nan_to_num(x[:, 1]) ** 2 + rng.normal(size=600)
+    names = [f"f{i}" for i in range(5)]
+    estimator = HistGradientBoostingRegressor(max_iter=20, max_leaf_nodes=9,
+                                              early_stopping=False, random_state=0)
+    estimator.fit(pd.DataFrame(x, columns=names), y)
+    forest = HgbForest.from_estimator(estimator)
+    frame = pd.DataFrame(x, columns=names)
+    np.testing.assert_array_equal(forest.predict(x), estimator.predict(frame))
+    for rounds, staged in enumerate(estimator.staged_predict(frame), start=1):
+        if rounds in (1, 7, 20):
+            np.testing.assert_array_equal(forest.predict(x, rounds), staged)
+    path = model.parent / "direct.npz"
+    forest.save(path)
+    again = HgbForest.load(path)
+    np.testing.assert_array_equal(again.predict(x), forest.predict(x))
+    assert again.feature_names == names
+    first = path.read_bytes()
+    forest.save(path)
+    assert path.read_bytes() == first  # one forest, one set of bytes
+    # The saved ranker scores as the trained one did.
+    table, meta = read_frame(tile_frame)
+    loaded = load_model(model)
+    spec = small(RankerSpec(name="hgb", features="default", library="sklearn",
+                            objective="squared_error"), rounds=8)
+    fresh = train_ranker(table, meta, spec)
+    np.testing.assert_array_equal(loaded.predict(table), fresh.predict(table))
+    assert loaded.importance().sum() > 0
+
+
+@pytest.mark.parametrize("how", ["model.pkl named by the card", "a pickle as model.npz",
+                                 "an object array inside model.npz"])
+def test_a_crafted_pickle_never_runs(trained, tmp_path, how):
+    model = copy(trained, "sklearn", tmp_path)
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps(_Payload(marker))
+    if how == "model.pkl named by the card":
+        (model / "model.npz").unlink()
+        rewrite_booster(model, payload, "model.pkl")
+        needle = "pickle"
+    elif how == "a pickle as model.npz":
+        rewrite_booster(model, payload)
+        needle = "sklearn model"
+    else:
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive, np.load(model / "model.npz") as npz:
+            for key in npz.files:
+                array = np.array([_Payload(marker)], dtype=object) if key == "value" \
+                    else npz[key]
+                member = io.BytesIO()
+                np.lib.format.write_array(member, array, allow_pickle=True)
+                archive.writestr(f"{key}.npy", member.getvalue())
+        rewrite_booster(model, buffer.getvalue())
+        needle = "objects"
+    with pytest.raises(BadModelError, match=needle):
+        load_model(model)
+    assert not marker.exists()
+
+
+def test_a_crafted_pickle_runs_in_no_command(trained, tiny_data, tile_frame, tmp_path):
+    model = copy(trained, "sklearn", tmp_path)
+    marker = tmp_path / "pwned"
+    (model / "model.npz").unlink()
+    rewrite_booster(model, pickle.dumps(_Payload(marker)), "model.pkl")
+    test_file = split_files(tiny_data, TILE, "test")[0]
+    one_error_line(run("evaluate", tile_frame, "--model", model), "pickle", "retrain")
+    one_error_line(run("score", test_file, "--models", model, "--out", tmp_path / "s.csv"),
+                   "pickle")
+    one_error_line(run("report", tile_frame, "--model", f"x={model}", "--out",
+                       tmp_path / "report"), "pickle")
+    measured = tmp_path / "m.csv"
+    measured.write_text("config_index,runtime\n0,10\n1,20\n2,30\n")
+    one_error_line(run("rank-graph", test_file, "--measured", measured, "--prior", model,
+                       "--out", tmp_path / "r.csv"), "pickle")
+    one_error_line(run("suggest", test_file, "--measured", measured, "--prior", model,
+                       "--out", tmp_path / "n.csv"), "pickle")
+    assert not marker.exists()
+
+
+def test_a_card_names_only_its_own_library_s_model_file(trained, tmp_path):
+    """A card cannot make xlarank read another file (a pickle, or the other library's
+    file) as its booster."""
+    model = copy(trained, "lightgbm", tmp_path)
+    shutil.copy(model / "model.txt", model / "other.txt")
+    rewrite_booster(model, (model / "model.txt").read_bytes(), "other.txt")
+    with pytest.raises(BadModelError, match="'model.txt', not 'other.txt'"):
+        load_model(model)
+
+
+def test_a_saved_hybrid_holds_no_pickle_and_loads_back(trained, tiny_data, tmp_path):
+    """The hybrid's save is its card and an sklearn model folder of arrays."""
+    from xlarank.data.graph import load_graph
+    from xlarank.systems import load_system
+    from xlarank.systems.hybrid import HybridSystem
+
+    system = HybridSystem(seed=0)
+    system.ranker_ = load_model(trained["sklearn"])
+    out = tmp_path / "hybrid"
+    out.mkdir()
+    system.save(out)
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert not path.read_bytes().startswith(b"\x80"), path  # a pickle's first byte
+            assert path.suffix in (".json", ".npz"), path
+    graph = load_graph(split_files(tiny_data, TILE, "valid")[0], TILE)
+    np.testing.assert_array_equal(load_system(out).score(graph), system.score(graph))
+
+
+def test_no_loader_unpickles():
+    """Every np.load of the package refuses pickles in so many words, and nothing
+    imports pickle to read."""
+    src = Path(__file__).resolve().parents[1] / "src" / "xlarank"
+    for path in src.rglob("*.py"):
+        text = path.read_text()
+        assert "pickle.load" not in text, path
+        assert "allow_pickle=True" not in text, path
+        for line in text.splitlines():
+            if "np.load(" in line and "allow_pickle=False" not in line:
+                raise AssertionError(f"{path}: {line.strip()}")
