@@ -9,6 +9,8 @@ import io
 import json
 import pickle
 import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -231,3 +233,199 @@ def test_no_loader_unpickles():
         for line in text.splitlines():
             if "np.load(" in line and "allow_pickle=False" not in line:
                 raise AssertionError(f"{path}: {line.strip()}")
+
+
+# ---------------------------------------------------------------- 2. no crash
+
+def _lightgbm_faults(text: str) -> dict[str, str]:
+    """Crafted model.txt texts, each one LightGBM would crash on or misread."""
+    lines = text.split("\n")
+
+    def edit(prefix: str, change, nth: int = 0) -> str:
+        out, seen = [], 0
+        for line in lines:
+            if line.startswith(prefix):
+                if seen == nth:
+                    line = change(line)
+                seen += 1
+            out.append(line)
+        return "\n".join(out)
+
+    def first_value(value: str):
+        return lambda line: line.split("=")[0] + "=" + " ".join(
+            [value, *line.split("=", 1)[1].split(" ")[1:]])
+
+    return {
+        "left child out of range": edit("left_child=", first_value("99")),
+        "right child loops to the root": edit("right_child=", first_value("0")),
+        "negative leaf count": edit("num_leaves=", lambda _: "num_leaves=-5"),
+        "huge leaf count": edit("num_leaves=", lambda _: "num_leaves=2000000000"),
+        "split on a feature it lacks": edit("split_feature=", first_value("99999")),
+        "tree_sizes point elsewhere": edit("tree_sizes=", lambda line: line + "0"),
+        "no trees per iteration": edit("num_tree_per_iteration=",
+                                       lambda _: "num_tree_per_iteration=0"),
+        "a tree line without =": edit("shrinkage=", lambda _: "shrinkage"),
+        "fewer thresholds": edit("threshold=", lambda line: line.rsplit(" ", 1)[0]),
+        "max_feature_idx too big": edit("max_feature_idx=", lambda _: "max_feature_idx=7"),
+        "broken parameter line": edit("[boosting:", lambda _: "[boosting gbdt"),
+        "pandas_categorical not JSON": edit("pandas_categorical:",
+                                            lambda _: "pandas_categorical:{oops"),
+        "categorical decision": edit("decision_type=", first_value("1")),
+        "tree numbers skip": edit("Tree=1", lambda _: "Tree=5"),
+    }
+
+
+def _xgboost_faults(raw: bytes) -> dict[str, bytes]:
+    model = json.loads(raw)
+    tree = model["learner"]["gradient_booster"]["model"]["trees"][0]
+
+    def changed(change) -> bytes:
+        copy_ = json.loads(raw)
+        change(copy_["learner"]["gradient_booster"]["model"]["trees"][0], copy_)
+        return json.dumps(copy_).encode()
+
+    n = len(tree["left_children"])
+    return {
+        "left child out of range": changed(lambda t, m: t["left_children"].__setitem__(0, 999)),
+        "child loops to the root": changed(lambda t, m: t["right_children"].__setitem__(0, 0)),
+        "split on a feature it lacks": changed(
+            lambda t, m: t["split_indices"].__setitem__(0, 99999)),
+        "num_nodes larger than its arrays": changed(
+            lambda t, m: t["tree_param"].__setitem__("num_nodes", str(n + 50))),
+        "arrays shorter": changed(lambda t, m: t["base_weights"].pop()),
+        "deep nesting": b'{"learner": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        "huge integer": raw.replace(b'"id":0', b'"id":' + b"9" * 5000, 1),
+        "duplicate key": raw.replace(b'{"learner":', b'{"version":[1,2,3],"learner":', 1),
+    }
+
+
+def _crafted_folders(trained, tmp_path: Path) -> list[Path]:
+    """Model folders of crafted booster files with matching checksums: every cut of each
+    file at 40 points, and the faults above."""
+    folders = []
+    for kind in ("lightgbm", "xgboost", "sklearn"):
+        name = {"lightgbm": "model.txt", "xgboost": "model.json", "sklearn": "model.npz"}[kind]
+        raw = (trained[kind] / name).read_bytes()
+        variants = {f"cut at {n}": raw[:n] for n in
+                    sorted(set(np.linspace(0, len(raw) - 1, 40).astype(int)) | {len(raw) // 2})}
+        if kind == "lightgbm":
+            variants.update({k: v.encode() for k, v in _lightgbm_faults(raw.decode()).items()})
+        elif kind == "xgboost":
+            variants.update(_xgboost_faults(raw))
+        for i, (what, data) in enumerate(variants.items()):
+            folder = tmp_path / f"{kind}-{i:03d}"
+            shutil.copytree(trained[kind], folder)
+            rewrite_booster(folder, data)
+            (folder / "what.txt").write_text(what)
+            folders.append(folder)
+    return folders
+
+
+LOAD_ALL = """
+import json, sys
+from pathlib import Path
+from xlarank.errors import XlarankError
+from xlarank.frame import read_frame
+from xlarank.rank.model import load_model
+
+table, _ = read_frame(sys.argv[1])
+outcome = {}
+for folder in map(Path, sys.argv[2:]):
+    what = folder.name + ": " + (folder / "what.txt").read_text()
+    print(what, flush=True)  # the last line printed names the file of a crash
+    try:
+        load_model(folder).predict(table)
+        outcome[what] = "loaded"
+    except XlarankError:
+        outcome[what] = "refused"
+print(json.dumps(outcome))
+"""
+
+
+def test_crafted_booster_files_are_refused_never_a_crash(trained, tile_frame, tmp_path):
+    """Cut or crafted booster files, their sha256 in the card, each load (and score) or
+    raise BadModelError, in a process that must not die of a signal: a model.txt cut in
+    half gave SIGSEGV, a crafted one SIGABRT."""
+    import os
+
+    folders = _crafted_folders(trained, tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    result = subprocess.run([sys.executable, "-c", LOAD_ALL, str(tile_frame),
+                             *map(str, folders)], capture_output=True, text=True, env=env,
+                            timeout=600)
+    assert result.returncode == 0, (result.returncode, result.stdout[-500:],
+                                    result.stderr[-2000:])
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(outcome) == len(folders)
+    refused = {what for what, how in outcome.items() if how == "refused"}
+    for folder in folders:
+        what = folder.name + ": " + (folder / "what.txt").read_text()
+        # Only a cut in the text after the trees (parameters, the last line) may load.
+        if not what.split(": ", 1)[1].startswith("cut at") or what.endswith("cut at 0"):
+            assert what in refused, what
+    assert any(w.startswith("lightgbm") and w.endswith(
+        f"cut at {len((trained['lightgbm'] / 'model.txt').read_bytes()) // 2}")
+        for w in refused)
+
+
+@pytest.mark.parametrize("fault", ["cut in half", "left child out of range",
+                                   "negative leaf count"])
+def test_a_crafted_model_txt_is_one_error_line_and_exit_2(trained, tile_frame, tmp_path,
+                                                          fault):
+    import os
+
+    model = copy(trained, "lightgbm", tmp_path)
+    text = (model / "model.txt").read_text()
+    rewrite_booster(model, (text[: len(text) // 2] if fault == "cut in half"
+                            else _lightgbm_faults(text)[fault]).encode())
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    result = subprocess.run([sys.executable, "-m", "xlarank", "evaluate", str(tile_frame),
+                             "--model", str(model)], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    assert "not a LightGBM model xlarank can read" in lines[0]
+
+
+def test_every_library_s_real_models_pass_the_checks(tmp_path):
+    """The checks accept what the libraries write, for every objective and tree kind a
+    spec may ask for, and the model scores as it did."""
+    import lightgbm as lgb
+    import xgboost as xgb
+
+    from xlarank.rank.boosters import BOOSTERS
+
+    rng = np.random.default_rng(0)
+    x = rng.random((400, 3)).astype(np.float32)
+    x[::5, 1] = np.nan
+    y = (x[:, 0] * 3).astype(int)
+    group = [50] * 8
+    lightgbm = BOOSTERS["lightgbm"]
+    for params in ({"objective": "lambdarank", "label_gain": [0, 1, 2, 3]},
+                   {"objective": "rank_xendcg"}, {"objective": "regression"},
+                   {"objective": "regression", "min_data_in_leaf": 1000},  # one-leaf trees
+                   {"objective": "regression", "boosting": "rf", "bagging_fraction": 0.5,
+                    "bagging_freq": 1},
+                   {"objective": "regression", "boosting": "dart"},
+                   {"objective": "lambdarank", "data_sample_strategy": "goss"},
+                   {"objective": "lambdarank", "extra_trees": True}):
+        data = lgb.Dataset(x, label=y, group=None if "regression" in params.values()
+                           else group, feature_name=["a", "b", "c"])
+        booster = lgb.train({**params, "verbosity": -1}, data, num_boost_round=4)
+        path = tmp_path / "model.txt"
+        lightgbm.save(booster, path)
+        np.testing.assert_array_equal(lightgbm.predict(lightgbm.load(path), x, None, None),
+                                      booster.predict(x))
+    xgboost = BOOSTERS["xgboost"]
+    for objective, params in (("rank:ndcg", {}), ("rank:pairwise", {}),
+                              ("reg:squarederror", {}),
+                              ("rank:ndcg", {"grow_policy": "lossguide", "max_leaves": 7})):
+        data = xgb.DMatrix(x, label=y, qid=np.repeat(np.arange(8), 50),
+                           feature_names=["a", "b", "c"])
+        booster = xgb.train({"objective": objective, "max_depth": 4, **params}, data, 4)
+        path = tmp_path / "model.json"
+        xgboost.save(booster, path)
+        np.testing.assert_array_equal(
+            xgboost.predict(xgboost.load(path), x, ["a", "b", "c"], None),
+            booster.predict(xgb.DMatrix(x, feature_names=["a", "b", "c"])))

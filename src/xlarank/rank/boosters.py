@@ -231,10 +231,11 @@ class BoosterLibrary(ABC):
         booster.save_model(str(path))
 
     @abstractmethod
-    def load(self, path: Path) -> object:
-        """A booster read back from the native file `save` wrote; BadModelError if the
-        library refuses the file. Check the file first (`xlarank.rank.ranker`'s checksum):
-        a truncated file can crash the library instead of raising."""
+    def load(self, path: Path, raw: bytes | None = None) -> object:
+        """A booster read back from the native file `save` wrote (``raw``: its bytes, when
+        read already); BadModelError if the file is not one the adapter wrote. The file's
+        structure is checked in Python before the library sees it
+        (`xlarank.rank.booster_files`): a cut or crafted file can crash a library."""
 
     @abstractmethod
     def feature_names(self, booster) -> list[str]:
@@ -382,12 +383,16 @@ class LightGBM(BoosterLibrary):
         path.write_text(re.sub(r"^\[num_threads: \d+\]$", "[num_threads: 0]", text,
                                flags=re.MULTILINE))
 
-    def load(self, path):
+    def load(self, path, raw=None):
         import lightgbm as lgb
 
+        from xlarank.rank.booster_files import check_lightgbm_text
+
+        text = check_lightgbm_text(Path(path).read_bytes() if raw is None else raw, path,
+                                   self.objectives)
         try:
-            return lgb.Booster(model_file=str(path))
-        except lgb.basic.LightGBMError as exc:
+            return lgb.Booster(model_str=text)
+        except (lgb.basic.LightGBMError, ValueError) as exc:
             raise BadModelError(f"{path}: LightGBM cannot read it ({exc})") from None
 
     def feature_names(self, booster) -> list[str]:
@@ -498,12 +503,16 @@ class XGBoost(BoosterLibrary):
         scores = booster.get_score(importance_type="total_gain")
         return pd.Series(scores, dtype=np.float64).reindex(names, fill_value=0.0)
 
-    def load(self, path):
+    def load(self, path, raw=None):
         import xgboost as xgb
 
+        from xlarank.rank.booster_files import check_xgboost_json
+
+        raw = check_xgboost_json(Path(path).read_bytes() if raw is None else raw, path,
+                                 self.objectives)
         booster = xgb.Booster()
         try:
-            booster.load_model(str(path))
+            booster.load_model(bytearray(raw))
         except xgb.core.XGBoostError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else "no reason given"
             raise BadModelError(f"{path}: XGBoost cannot read it ({first})") from None
@@ -597,7 +606,7 @@ class SKLearn(BoosterLibrary):
     def save(self, booster, path):
         booster.save(path)
 
-    def load(self, path):
+    def load(self, path, raw=None):
         from xlarank.rank.hgb import HgbForest
 
         return HgbForest.load(path)

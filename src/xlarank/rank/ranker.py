@@ -135,24 +135,28 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def checked_model_file(directory: Path, card: dict) -> Path:
-    """The booster file a card names, after checking it is the one saved with the card:
-    the libraries trust their files, and a truncated LightGBM model.txt crashes the
-    process (SIGSEGV) instead of raising."""
+def checked_model_file(directory: Path, card: dict) -> tuple[Path, bytes]:
+    """The booster file a card names and its bytes, read once, after checking they are
+    the ones saved with the card. That shows damage; a crafted file with a matching
+    sha256 is caught by the adapter's own checks (`xlarank.rank.booster_files`), since
+    whoever writes a folder writes its card too."""
     where = directory / CARD_FILE
     path = directory / plain_name(card["model_file"], where, "model_file")
     try:
-        found = file_sha256(path)
+        if not path.is_file():  # a FIFO or a device would hang or never end
+            raise FileNotFoundError
+        raw = path.read_bytes()
     except FileNotFoundError:
-        raise BadModelError(f"{path}: model file missing; retrain the model or copy the whole "
-                            "model directory") from None
+        raise BadModelError(f"{path}: model file missing or not a regular file; retrain the "
+                            "model or copy the whole model directory") from None
     except OSError as exc:
         raise BadModelError(f"{path}: model file cannot be read ({exc.strerror})") from None
+    found = hashlib.sha256(raw).hexdigest()
     if found != card["model_sha256"]:
         raise BadModelError(f"{path}: model file is not the one saved with {where} (sha256 "
                             f"{found[:16]}..., card says {card['model_sha256'][:16]}...): "
                             "truncated, altered or copied from another model; retrain it")
-    return path
+    return path, raw
 
 
 def write_card(directory: Path, card: dict) -> None:
@@ -174,7 +178,7 @@ class Ranker:
         directory = Path(directory)
         card = read_card(directory) if card is None else card
         library = get_library(card["library"])
-        booster = library.load(checked_model_file(directory, card))
+        booster = library.load(*checked_model_file(directory, card))
         names = library.feature_names(booster)
         if names != card["features"]["names"]:
             raise BadModelError(f"{directory / CARD_FILE}: the card's "
