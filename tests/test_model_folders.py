@@ -429,3 +429,83 @@ def test_every_library_s_real_models_pass_the_checks(tmp_path):
         np.testing.assert_array_equal(
             xgboost.predict(xgboost.load(path), x, ["a", "b", "c"], None),
             booster.predict(xgb.DMatrix(x, feature_names=["a", "b", "c"])))
+
+
+# ---------------------------------------------------------------- 3. only what is needed
+
+def test_score_loads_only_the_models_its_input_needs(trained, tiny_data, tmp_path,
+                                                     monkeypatch):
+    """A folder with a tile model and a damaged layout model scores tile files: the layout
+    model is never loaded (its card is read, to know its collection)."""
+    import xlarank.score as score
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    shutil.copytree(trained["lightgbm"], folder / "tile")
+    layout = folder / "layout"
+    shutil.copytree(trained["lightgbm"], layout)
+    card = json.loads((layout / CARD_FILE).read_text())
+    (layout / CARD_FILE).write_text(json.dumps({**card, "collection": "layout:xla:default"}))
+    rewrite_booster(layout, b"not a model at all")
+    loaded = []
+    real_load = score.load_model
+    monkeypatch.setattr(score, "load_model", lambda d: loaded.append(Path(d).name)
+                        or real_load(d))
+    score._cached_ranker.cache_clear()
+    files = split_files(tiny_data, TILE, "test")
+    rows, skipped = score.score_files(files, folder, tmp_path / "s.csv")
+    assert rows > 0 and not skipped and set(loaded) == {"tile"}
+    result = run("score", *files, "--models", folder, "--out", tmp_path / "cli.csv")
+    assert result.exit_code == 0, result.output
+    # A file that does need the damaged model gets its error.
+    layout_file = split_files(tiny_data, get_collection("layout-xla-default"), "test")[0]
+    one_error_line(run("score", layout_file, "--models", folder, "--out", tmp_path / "l.csv"),
+                   "not a LightGBM model")
+
+
+def test_two_models_of_one_collection_are_an_error_not_the_last_by_name(trained, tiny_data,
+                                                                       tmp_path):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for name in ("a-tile", "b-tile"):
+        shutil.copytree(trained["lightgbm"], folder / name)
+    test_file = split_files(tiny_data, TILE, "test")[0]
+    one_error_line(run("score", test_file, "--models", folder, "--out", tmp_path / "s.csv"),
+                   "two models of collection tile:xla", "a-tile/", "b-tile/")
+    one_error_line(run("submit", tiny_data, "--models", folder, "--out", tmp_path / "u.csv"),
+                   "two models of collection tile:xla")
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_the_parent_of_model_folders_says_what_it_found(trained, tiny_data, tile_frame,
+                                                        tmp_path):
+    parent = tmp_path / "trained"
+    shutil.copytree(trained["lightgbm"], parent / "synth-demo" / "xlarank" / "tile-xla")
+    shutil.copytree(trained["xgboost"], parent / "synth-demo" / "baseline" / "tile-xla")
+    test_file = split_files(tiny_data, TILE, "test")[0]
+    one_error_line(run("score", test_file, "--models", parent, "--out", tmp_path / "s.csv"),
+                   "found 2 model folder(s)", "synth-demo/xlarank/tile-xla",
+                   str(parent / "synth-demo" / "baseline"))
+    one_error_line(run("evaluate", tile_frame, "--model", parent), "not a model directory",
+                   "found 2 model folder(s)")
+    one_error_line(run("evaluate", tile_frame, "--model", parent / "synth-demo" / "xlarank"),
+                   "found 1 model folder(s)", "tile-xla")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    one_error_line(run("score", test_file, "--models", empty, "--out", tmp_path / "s.csv"),
+                   "train a model")
+
+
+def test_an_ensemble_listing_one_member_many_times_is_refused_at_once(trained, tmp_path):
+    from xlarank.rank.ensemble import Ensemble, ensemble_card
+
+    members = [load_model(trained["lightgbm"]), load_model(trained["lightgbm"])]
+    folder = Ensemble(ensemble_card(members), members).save(tmp_path / "ensemble")
+    card = json.loads((folder / CARD_FILE).read_text())
+    for entries in ([card["members"][0]] * 3000,
+                    [card["members"][0], {**card["members"][1], "dir": "members//00"}]):
+        (folder / CARD_FILE).write_text(json.dumps({**card, "members": entries}))
+        with pytest.raises(BadModelError, match="more than once"):
+            load_model(folder)
+    (folder / CARD_FILE).write_text(json.dumps(card))
+    assert len(load_model(folder).members) == 2

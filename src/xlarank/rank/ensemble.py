@@ -52,8 +52,11 @@ class Ensemble:
     @classmethod
     def load(cls, directory: Path, card: dict) -> Ensemble:
         """The ensemble saved in a directory whose card (kind "ensemble") is read already."""
-        members = [Ranker.load(directory / member_dir(entry, directory))
-                   for entry in card["members"]]
+        dirs = [member_dir(entry, directory) for entry in card["members"]]
+        if len({Path(d).parts for d in dirs}) != len(dirs):
+            raise BadModelError(f"{directory}: ensemble card lists one member more than "
+                                "once; the card was altered")
+        members = [Ranker.load(directory / d) for d in dirs]
         if not members:
             raise BadModelError(f"{directory}: ensemble card lists no members")
         for member in members[1:]:

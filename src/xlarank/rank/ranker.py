@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,11 @@ ENSEMBLE_CARD_SHAPE = {**_CARD_SHAPE, "kind": str, "members": list}
 def read_card(directory: Path) -> dict:
     """The card of a saved ranker or ensemble, refused if a newer xlarank wrote it or if
     it lacks a field that loading and scoring read (`check_card_shape`)."""
+    if not (directory / CARD_FILE).exists() and directory.is_dir():
+        below = models_below(directory)
+        if below:
+            raise BadModelError(f"{directory}: not a model directory (no card.json)"
+                                f"{describe_models_below(directory, below)}")
     card = read_structured(directory / CARD_FILE, "model card", BadModelError,
                            missing_hint="; train a model with 'xlarank train'")
     where = directory / CARD_FILE
@@ -97,6 +103,35 @@ def check_model_file_name(card: dict, where: Path) -> None:
     if name != library.model_file:
         raise BadModelError(f"{where}: a {library.name} model's file is "
                             f"{library.model_file!r}, not {name!r}; the card was altered")
+
+
+def models_below(folder: Path, depth: int = 4, limit: int = 2000) -> list[Path]:
+    """Model directories (holding card.json) below ``folder``, at most ``depth`` levels
+    down, not inside one another, sorted; the walk stops after ``limit`` folders."""
+    found, seen = [], 0
+    for root, dirs, files in os.walk(folder):
+        seen += 1
+        here = Path(root)
+        if CARD_FILE in files and here != folder:
+            found.append(here)
+            dirs.clear()
+        elif len(here.relative_to(folder).parts) >= depth or seen > limit:
+            dirs.clear()
+        dirs.sort()
+    return sorted(found)
+
+
+def describe_models_below(folder: Path, below: list[Path]) -> str:
+    """'; found ...' naming the model directories below a folder and the folders that
+    hold them, or a hint to train one when there are none."""
+    if not below:
+        return "; train a model with 'xlarank train'"
+    parents = sorted({str(p.parent) for p in below})
+    shown = ", ".join(str(p.relative_to(folder)) for p in below[:4])
+    more = f" and {len(below) - 4} more" if len(below) > 4 else ""
+    return (f"; found {len(below)} model folder(s) below it ({shown}{more}) in "
+            f"{len(parents)} folder(s): pass one model directory, or for score and submit "
+            f"the folder that holds one per collection, such as {parents[0]}")
 
 
 _TYPE_WORDS = {int: "an integer", str: "a string", list: "a list", dict: "a table"}
