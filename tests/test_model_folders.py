@@ -11,6 +11,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -509,3 +510,91 @@ def test_an_ensemble_listing_one_member_many_times_is_refused_at_once(trained, t
             load_model(folder)
     (folder / CARD_FILE).write_text(json.dumps(card))
     assert len(load_model(folder).members) == 2
+
+
+# ---------------------------------------------------------------- 4. data origin
+
+@pytest.fixture(scope="module")
+def real_copy(tiny_data, tmp_path_factory):
+    """The tiny synthetic tree copied without its synth.json: to xlarank, real data."""
+    root = tmp_path_factory.mktemp("real") / "tpugraphs"
+    shutil.copytree(tiny_data, root, ignore=shutil.ignore_patterns("synth.json"))
+    return root
+
+
+def test_cards_record_where_their_training_data_came_from(trained, tiny_data, real_copy,
+                                                         tile_frame, tmp_path):
+    from xlarank.data.origin import file_origin
+    from xlarank.frame import read_meta
+
+    assert (tiny_data / "synth.json").is_file()  # what xlarank synth marks
+    assert file_origin(split_files(tiny_data, TILE, "test")[0]) == "synthetic"
+    assert file_origin(split_files(real_copy, TILE, "test")[0]) == "real"
+    assert read_meta(tile_frame).data_origin == "synthetic"
+    for kind in trained:
+        card = json.loads((trained[kind] / CARD_FILE).read_text())
+        assert card["training_data"]["origin"] == "synthetic"
+    real_frame = tmp_path / "real.parquet"
+    spec = load_feature_spec(Path(__file__).resolve().parents[1] / "features" / "default.toml")
+    featurize_files(split_files(real_copy, TILE, "train"), real_frame, TILE, "train", spec)
+    assert read_meta(real_frame).data_origin == "real"
+    mixed = tmp_path / "mixed.parquet"
+    featurize_files(split_files(real_copy, TILE, "valid") + split_files(tiny_data, TILE,
+                                                                        "valid"),
+                    mixed, TILE, "valid", spec)
+    assert read_meta(mixed).data_origin == "mixed"
+    table, meta = read_frame(real_frame)
+    ranker = train_ranker(table, meta, small(RankerSpec(name="r", features="default"), 3))
+    assert ranker.card["training_data"]["origin"] == "real"
+
+
+def _warnings(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+
+
+def test_a_synthetic_model_meeting_real_graphs_warns_in_score_and_prior(trained, tiny_data,
+                                                                       real_copy, tmp_path):
+    real_file = split_files(real_copy, TILE, "test")[0]
+    synthetic_file = split_files(tiny_data, TILE, "test")[0]
+    model = trained["lightgbm"]
+    result = run("score", real_file, "--models", model, "--out", tmp_path / "s.csv")
+    assert result.exit_code == 0, result.output
+    (line,) = _warnings(result)
+    assert "trained on synthetic data" in line and "1 real graph" in line
+    result = run("score", synthetic_file, "--models", model, "--out", tmp_path / "t.csv")
+    assert result.exit_code == 0 and not _warnings(result), result.stderr
+    measured = tmp_path / "m.csv"
+    measured.write_text("config_index,runtime\n0,10\n1,20\n2,30\n3,25\n")
+    for command in ("rank-graph", "suggest"):
+        result = run(command, real_file, "--measured", measured, "--prior", model,
+                     "--out", tmp_path / f"{command}.csv")
+        assert result.exit_code == 0, result.output
+        assert any("--prior model" in w and "synthetic" in w for w in _warnings(result))
+        result = run(command, synthetic_file, "--measured", measured, "--prior", model,
+                     "--out", tmp_path / f"{command}-synth.csv")
+        assert result.exit_code == 0 and not _warnings(result), result.stderr
+
+
+def test_a_synthetic_model_meeting_real_graphs_warns_in_submit(tiny_data, real_copy,
+                                                               tmp_path):
+    from xlarank.data.collections import COLLECTIONS
+    from xlarank.errors import XlarankWarning
+    from xlarank.score import write_submission
+
+    class Constant:
+        def __init__(self, collection: str, origin: str):
+            self.card = {"collection": collection, "training_data": {"origin": origin}}
+
+        def score(self, graph):
+            return np.zeros(graph.n_configs)
+
+    synthetic = {c.id: Constant(c.id, "synthetic") for c in COLLECTIONS}
+    with pytest.warns(XlarankWarning) as caught:
+        write_submission(real_copy, synthetic, tmp_path / "sub.csv")
+    assert sum("trained on synthetic data" in str(w.message) for w in caught) == 5
+    real = {c.id: Constant(c.id, "real") for c in COLLECTIONS}
+    for root, models in ((tiny_data, synthetic), (real_copy, real)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            write_submission(root, models, tmp_path / "sub2.csv")
+        assert not [w for w in caught if "synthetic" in str(w.message)]

@@ -25,6 +25,7 @@ from xlarank.data.collections import (
     split_files,
 )
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.data.origin import warn_if_synthetic_meets_real
 from xlarank.engine import map_ordered
 from xlarank.errors import BadGraphError, MismatchError, XlarankError, XlarankWarning
 from xlarank.evaluate import (
@@ -205,7 +206,11 @@ def score_files(paths: Iterable[str | Path], models: str | Path, out: str | Path
     needed = {collection.id} if collection is not None else {
         located.id for located, _ in map(locate, paths) if located is not None}
     for collection_id in sorted(needed & set(found)):
-        _cached_ranker(models, stamp, collection_id)
+        ranker = _cached_ranker(models, stamp, collection_id)
+        warn_if_synthetic_meets_real(
+            ranker.card, [p for p in paths if collection is not None
+                          or getattr(locate(p)[0], "id", None) == collection_id],
+            f"the model {found[collection_id]}")
     jobs = [ScoreJob(p, models, stamp, collection, top, skip_bad) for p in paths]
     results = list(map_ordered(score_file, jobs, workers,
                                on_done=(lambda job: on_file(job.path)) if on_file else None,
@@ -236,6 +241,10 @@ def write_submission(data_root: str | Path, rankers: dict[str, Model], out: str 
     missing = [c.id for c in COLLECTIONS if c.id not in rankers]
     if missing:
         raise XlarankError(f"no model for collection(s) {', '.join(missing)}")
+    for collection in COLLECTIONS:
+        warn_if_synthetic_meets_real(rankers[collection.id].card,
+                                     split_files(Path(data_root), collection, "test"),
+                                     f"the {collection.id} model")
     rows = []
     for collection in COLLECTIONS:
         files = split_files(Path(data_root), collection, "test")

@@ -127,7 +127,7 @@ def build_card(meta: FrameMeta, spec: RankerSpec, collection: Collection, graphs
         "features": {**meta.spec, "names": meta.feature_names},
         "training_data": {"split": meta.split, "graphs": int(graphs), "rows": int(rows),
                           "rows_used": int(rows_used), "deduplicated": meta.dedup,
-                          "skipped_files": len(meta.skipped)},
+                          "skipped_files": len(meta.skipped), "origin": meta.data_origin},
         "seed": spec.seed,
         "train_seconds": None if seconds is None else round(seconds, 3),
         "engine": engine or {"name": "local"},
