@@ -5,9 +5,11 @@ they cannot read."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +25,7 @@ from typer.testing import CliRunner
 from conftest import small
 from xlarank.cli import app
 from xlarank.data.collections import get_collection, split_files
-from xlarank.errors import BadModelError
+from xlarank.errors import BadModelError, XlarankError
 from xlarank.features import load_feature_spec
 from xlarank.featurize import featurize_files
 from xlarank.frame import read_frame
@@ -598,3 +600,74 @@ def test_a_synthetic_model_meeting_real_graphs_warns_in_submit(tiny_data, real_c
             warnings.simplefilter("always")
             write_submission(root, models, tmp_path / "sub2.csv")
         assert not [w for w in caught if "synthetic" in str(w.message)]
+
+
+# ---------------------------------------------------------------- 5. seeds, system formats
+
+@pytest.mark.parametrize("seeds", ["0,4294967296", "2147483648", "-1", "0,-5"])
+def test_seeds_outside_31_bits_are_one_error_line(tile_frame, tmp_path, seeds):
+    result = run("train", tile_frame, f"--seeds={seeds}", "--out", tmp_path / "m")
+    one_error_line(result, "--seeds", "0..2147483647")
+    assert not (tmp_path / "m").exists()
+
+
+def test_seeds_outside_31_bits_are_refused_in_specs_and_the_library(tile_frame, tmp_path):
+    from xlarank.errors import SpecError
+    from xlarank.rank.ensemble import load_training_plan
+    from xlarank.rank.spec import load_ranker_spec
+    from xlarank.rank.train_specs import train_from_specs
+
+    member = tmp_path / "member.toml"
+    member.write_text('name = "m"\nfeatures = "default"\nseed = 2147483647\n')
+    assert load_ranker_spec(member).seed == 2**31 - 1
+    for seed in (2**31, -1, 2**32):
+        member.write_text(f'name = "m"\nfeatures = "default"\nseed = {seed}\n')
+        with pytest.raises(SpecError, match="seed"):
+            load_ranker_spec(member)
+    member.write_text('name = "m"\nfeatures = "default"\n')
+    ensemble = tmp_path / "ensemble.toml"
+    ensemble.write_text('kind = "ensemble"\nmembers = ["member.toml"]\n'
+                        "seeds = [0, 4294967296]\n")
+    with pytest.raises(SpecError, match="0..2147483647"):
+        load_training_plan(ensemble)
+    with pytest.raises(XlarankError, match="0..2147483647"):
+        train_from_specs(tile_frame, [member], tmp_path / "out", seeds=[0, 2**32])
+    table, meta = read_frame(tile_frame)
+    with pytest.raises(XlarankError, match="0..2147483647"):
+        train_ranker(table, meta, dataclasses.replace(
+            small(RankerSpec(name="r", features="default"), 2), seed=2**31))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_system_from_a_newer_xlarank_or_with_unknown_settings_is_refused(trained, tiny_data,
+                                                                          tmp_path):
+    from xlarank.data.graph import load_graph
+    from xlarank.systems import SYSTEM_FILE, load_system
+    from xlarank.systems.booster import BoosterSystem
+
+    system = BoosterSystem(seed=3)
+    system.ranker_ = load_model(trained["lightgbm"])
+    out = tmp_path / "system"
+    out.mkdir()
+    system.save(out)
+    card = json.loads((out / SYSTEM_FILE).read_text())
+    assert card["format"] == 1 and card["versions"]["xlarank"]
+    graph = load_graph(split_files(tiny_data, TILE, "valid")[0], TILE)
+    np.testing.assert_array_equal(load_system(out).score(graph), system.score(graph))
+    faults = {
+        "newer format": ({**card, "format": 2, "versions": {"xlarank": "9.0"}},
+                         "newer xlarank (9.0)"),
+        "unknown settings": ({**card, "settings": {**card["settings"], "boost": 3}},
+                             "does not know (boost)"),
+        "format not a number": ({**card, "format": "2"}, "not a format number"),
+        "seed out of range": ({**card, "seed": 2**31}, "0..2147483647"),
+        "settings not a table": ({**card, "settings": 5}, "not a saved system"),
+    }
+    for change, needle in faults.values():
+        (out / SYSTEM_FILE).write_text(json.dumps(change))
+        with pytest.raises(XlarankError, match=re.escape(needle)):
+            load_system(out)
+    # A system saved before formats were recorded still loads.
+    (out / SYSTEM_FILE).write_text(json.dumps({k: v for k, v in card.items()
+                                               if k not in ("format", "versions")}))
+    assert load_system(out).seed == 3

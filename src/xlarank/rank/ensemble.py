@@ -23,7 +23,7 @@ from xlarank.features.spec import FeatureSpec
 from xlarank.files import read_structured
 from xlarank.frame import FrameMeta
 from xlarank.rank.ranker import ENSEMBLE_KIND, MODEL_FORMAT, Ranker, write_card
-from xlarank.rank.spec import RankerSpec, load_ranker_spec
+from xlarank.rank.spec import RankerSpec, check_seed, load_ranker_spec
 
 
 def per_graph_minmax(score: np.ndarray, graph_ids: np.ndarray) -> np.ndarray:
@@ -171,6 +171,8 @@ def load_training_plan(path: str | Path) -> tuple[list[RankerSpec], list[int] | 
                               or not all(isinstance(x, int) for x in seeds)
                               or len(set(seeds)) != len(seeds)):
         raise SpecError(f"{path}: seeds must be a list of distinct integers")
+    for seed in seeds or ():
+        check_seed(seed, f"{path}: seeds")
     unknown = set(raw) - {"kind", "name", "members", "seeds"}
     if unknown:
         raise SpecError(f"{path}: unknown keys in an ensemble spec: {', '.join(sorted(unknown))}")

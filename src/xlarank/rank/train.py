@@ -28,7 +28,7 @@ from xlarank.frame import FrameMeta, check_columns, check_rows, group_sizes, rea
 from xlarank.rank.boosters import get_library
 from xlarank.rank.labels import faster_share, log_slowdown, relevance_grades
 from xlarank.rank.ranker import MODEL_FORMAT, Ranker
-from xlarank.rank.spec import RankerSpec
+from xlarank.rank.spec import RankerSpec, check_seed
 from xlarank.target import ranking_target
 
 
@@ -44,6 +44,7 @@ def check_trainable(meta: FrameMeta, spec: RankerSpec, runtime: np.ndarray | Non
     ``spec_label`` the spec (as the user gave it; the spec's own name by default) in the
     messages."""
     label = spec_label or repr(spec.name)
+    check_seed(spec.seed, f"booster spec {label}", XlarankError)
     if meta.spec["name"] != spec.features:
         raise MismatchError(f"{where} has feature spec {meta.spec['name']!r}, booster spec "
                             f"{label} wants {spec.features!r}")
