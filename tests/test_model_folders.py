@@ -518,9 +518,12 @@ def test_an_ensemble_listing_one_member_many_times_is_refused_at_once(trained, t
 
 @pytest.fixture(scope="module")
 def real_copy(tiny_data, tmp_path_factory):
-    """The tiny synthetic tree copied without its synth.json: to xlarank, real data."""
+    """The tiny synthetic tree copied without its synth.json and with other file names:
+    to xlarank, real data."""
     root = tmp_path_factory.mktemp("real") / "tpugraphs"
     shutil.copytree(tiny_data, root, ignore=shutil.ignore_patterns("synth.json"))
+    for path in sorted(root.rglob("synth_*.npz")):
+        path.rename(path.with_name(path.name.replace("synth_", "graph_")))
     return root
 
 
@@ -532,6 +535,9 @@ def test_cards_record_where_their_training_data_came_from(trained, tiny_data, re
     assert (tiny_data / "synth.json").is_file()  # what xlarank synth marks
     assert file_origin(split_files(tiny_data, TILE, "test")[0]) == "synthetic"
     assert file_origin(split_files(real_copy, TILE, "test")[0]) == "real"
+    copied = tmp_path / split_files(tiny_data, TILE, "test")[0].name  # out of its tree
+    shutil.copy(split_files(tiny_data, TILE, "test")[0], copied)
+    assert file_origin(copied) == "synthetic"
     assert read_meta(tile_frame).data_origin == "synthetic"
     for kind in trained:
         card = json.loads((trained[kind] / CARD_FILE).read_text())

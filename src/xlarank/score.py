@@ -206,17 +206,21 @@ def score_files(paths: Iterable[str | Path], models: str | Path, out: str | Path
     needed = {collection.id} if collection is not None else {
         located.id for located, _ in map(locate, paths) if located is not None}
     for collection_id in sorted(needed & set(found)):
-        ranker = _cached_ranker(models, stamp, collection_id)
-        warn_if_synthetic_meets_real(
-            ranker.card, [p for p in paths if collection is not None
-                          or getattr(locate(p)[0], "id", None) == collection_id],
-            f"the model {found[collection_id]}")
+        _cached_ranker(models, stamp, collection_id)
     jobs = [ScoreJob(p, models, stamp, collection, top, skip_bad) for p in paths]
     results = list(map_ordered(score_file, jobs, workers,
                                on_done=(lambda job: on_file(job.path)) if on_file else None,
                                client=client))
     frames = [table for table, _ in results if table is not None]
     skipped = [error for _, error in results if error]
+    # The graphs each model scored: a model trained on synthetic data warns of real ones.
+    scored: dict[str, list[Path]] = {}
+    for job, table in zip(jobs, (t for t, _ in results), strict=True):
+        if table is not None and len(table):
+            scored.setdefault(str(table["collection"].iloc[0]), []).append(job.path)
+    for collection_id, graphs in sorted(scored.items()):
+        warn_if_synthetic_meets_real(_cached_ranker(models, stamp, collection_id).card,
+                                     graphs, f"the model {found[collection_id]}")
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["file", "collection", "graph_id", "rank", "config_index", "score"])
     with atomic_path(out) as tmp:
@@ -242,7 +246,7 @@ def write_submission(data_root: str | Path, rankers: dict[str, Model], out: str 
     if missing:
         raise XlarankError(f"no model for collection(s) {', '.join(missing)}")
     for collection in COLLECTIONS:
-        warn_if_synthetic_meets_real(rankers[collection.id].card,
+        warn_if_synthetic_meets_real(getattr(rankers[collection.id], "card", None),
                                      split_files(Path(data_root), collection, "test"),
                                      f"the {collection.id} model")
     rows = []
