@@ -677,3 +677,51 @@ def test_a_system_from_a_newer_xlarank_or_with_unknown_settings_is_refused(train
     (out / SYSTEM_FILE).write_text(json.dumps({k: v for k, v in card.items()
                                                if k not in ("format", "versions")}))
     assert load_system(out).seed == 3
+
+
+def _random_tree(rng, n_features: int, nodes: list | None = None, depth: int = 0) -> list:
+    """A random tree in pre-order, as scikit-learn numbers its nodes: (feature,
+    threshold, missing_left, left, right, value, is_leaf) per node; each node splits with
+    probability 0.6 down to depth 4."""
+    nodes = [] if nodes is None else nodes
+    index = len(nodes)
+    nodes.append(None)
+    if depth < 4 and rng.random() < 0.6:
+        left = len(nodes)
+        _random_tree(rng, n_features, nodes, depth + 1)
+        right = len(nodes)
+        _random_tree(rng, n_features, nodes, depth + 1)
+        nodes[index] = (int(rng.integers(n_features)), rng.normal(), int(rng.integers(2)),
+                        left, right, 0.0, 0)
+    else:
+        nodes[index] = (0, 0.0, 0, 0, 0, rng.normal(), 1)
+    return nodes
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_tree_walk_kernel_matches_its_plain_reference(seed):
+    """kernels.trees.forest_predict against naive.forest_predict on random forests (trees
+    of random shape, NaNs in the inputs, a number of trees below the forest's)."""
+    import naive
+    from xlarank.kernels.trees import forest_predict
+
+    rng = np.random.default_rng(seed)
+    n_features, arrays = 4, {k: [] for k in ("feature", "threshold", "missing_left", "left",
+                                             "right", "value", "is_leaf")}
+    starts = [0]
+    for _ in range(int(rng.integers(1, 6))):
+        nodes = _random_tree(rng, n_features)
+        for node in nodes:
+            for key, v in zip(arrays, node, strict=True):
+                arrays[key].append(v)
+        starts.append(starts[-1] + len(nodes))
+    dtypes = {"feature": np.int64, "threshold": np.float64, "missing_left": np.uint8,
+              "left": np.int64, "right": np.int64, "value": np.float64, "is_leaf": np.uint8}
+    a = {k: np.array(v, dtype=dtypes[k]) for k, v in arrays.items()}
+    x = rng.normal(size=(50, n_features))
+    x[rng.random(x.shape) < 0.2] = np.nan
+    starts = np.array(starts, dtype=np.int64)
+    for n_trees in (len(starts) - 1, 1):
+        args = (x, starts, a["feature"], a["threshold"], a["missing_left"], a["left"],
+                a["right"], a["value"], a["is_leaf"], 0.25, n_trees)
+        np.testing.assert_array_equal(forest_predict(*args), naive.forest_predict(*args))
