@@ -60,9 +60,9 @@ test-fast: dev ## the suite without the slow, dask and gnn tests (under a minute
 lint: dev ## ruff over src, tests and bench (settings in pyproject.toml)
 	$(BIN)/ruff check src tests bench
 
-fuzz: dev ## long fuzzing of reader, featurizer, model cards, specs, outputs, frames, measured CSVs, tuning records: FUZZ_EXAMPLES per strategy
+fuzz: dev ## long fuzzing of reader, featurizer, model cards and folders, specs, outputs, frames, measured CSVs, tuning records: FUZZ_EXAMPLES per strategy
 	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz.py \
-	    --hypothesis-show-statistics -k "mutations or members or generated or cards or spec_files or output_paths or frame_files or measured_files or tuning_records"
+	    --hypothesis-show-statistics -k "mutations or members or generated or cards or model_folders or spec_files or output_paths or frame_files or measured_files or tuning_records"
 
 # ---------------------------------------------------------------- pipeline
 # DATA is a dataset root holding npz/ (real TpuGraphs or `xlarank synth` output).

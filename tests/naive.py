@@ -470,3 +470,21 @@ def tile_gru_columns(config_feat, start, conv, cell) -> np.ndarray:
     step = np.concatenate([np.tanh(windows.max(axis=1)), groups[:, :, 6:8].reshape(-1, 6)],
                           axis=1)
     return np.array([gru_step(s @ w_input + b_input, start, w_hidden, b_hidden) for s in step])
+
+
+def forest_predict(x, starts, feature, threshold, missing_left, left, right, value, is_leaf,
+                   baseline, n_trees) -> np.ndarray:
+    """kernels.trees.forest_predict: each row walked down each tree, one node at a time."""
+    out = []
+    for row in np.asarray(x, dtype=np.float64):
+        total = baseline
+        for t in range(n_trees):
+            base, node = starts[t], 0
+            while not is_leaf[base + node]:
+                v = row[feature[base + node]]
+                go_left = bool(missing_left[base + node]) if math.isnan(v) else (
+                    v <= threshold[base + node])
+                node = left[base + node] if go_left else right[base + node]
+            total += value[base + node]
+        out.append(total)
+    return np.array(out)

@@ -265,6 +265,162 @@ def test_model_cards_and_files(fuzz_model, tmp_path_factory, data):
         return
 
 
+# ---------------------------------------------------------------- model folders
+# A folder as whoever hands it over can make it: card and booster file mutated together,
+# the card's sha256 updated (so the checks behind the checksum are what is tested), for
+# each library. Loading and scoring give a result or XlarankError; a crash of a booster
+# library kills this test's process, which fails the run.
+
+@pytest.fixture(scope="module")
+def fuzz_models(fuzz_model, tiny_data, tmp_path_factory):
+    """Small saved tile models of each library: {"lightgbm": dir, ...}, and a frame."""
+    from conftest import small
+    from xlarank.frame import read_frame
+    from xlarank.rank.spec import RankerSpec
+    from xlarank.rank.train import train_ranker
+
+    frame = fuzz_model.parent / "f.parquet"
+    table, meta = read_frame(frame)
+    folder = tmp_path_factory.mktemp("fuzz_models")
+    out = {"lightgbm": fuzz_model}
+    for library, objective in (("xgboost", "rank:ndcg"), ("sklearn", "squared_error")):
+        spec = small(RankerSpec(name=library, features=SPEC.name, library=library,
+                                objective=objective), rounds=3)
+        out[library] = train_ranker(table, meta, spec).save(folder / library)
+    return out, table
+
+
+INTERESTING_INTS = st.sampled_from([-1, 0, 1, 2, 3, 7, -2**31, 2**31 - 1, 2**31, 2**63,
+                                    10**30]) | st.integers(-10, 10**6)
+
+
+def _mutated_text(raw: bytes, data) -> bytes:
+    """model.txt with a line changed: a number replaced, a line dropped, doubled, moved
+    or cut, or bytes flipped."""
+    lines = raw.decode().split("\n")
+    for _ in range(data.draw(st.integers(1, 3))):
+        i = data.draw(st.integers(0, len(lines) - 1))
+        action = data.draw(st.sampled_from(["number", "drop", "double", "move", "cut",
+                                            "bytes"]))
+        if action == "number":
+            tokens = lines[i].replace("=", "= ").split(" ")
+            j = data.draw(st.integers(0, len(tokens) - 1))
+            tokens[j] = str(data.draw(INTERESTING_INTS | st.floats().map(repr)
+                                      | st.sampled_from(["", "nan", "-", "1e999", "x"])))
+            lines[i] = " ".join(tokens).replace("= ", "=")
+        elif action == "drop":
+            del lines[i]
+        elif action == "double":
+            lines.insert(i, lines[i])
+        elif action == "move":
+            lines.insert(data.draw(st.integers(0, len(lines))), lines.pop(i))
+        elif action == "cut":
+            lines[i] = lines[i][: data.draw(st.integers(0, len(lines[i])))]
+        else:
+            text = bytearray(lines[i].encode())
+            if text:
+                text[data.draw(st.integers(0, len(text) - 1))] = data.draw(st.integers(0, 255))
+            lines[i] = text.decode(errors="replace")
+        if not lines:
+            break
+    return "\n".join(lines).encode()
+
+
+def _mutated_json(raw: bytes, data) -> bytes:
+    """model.json with one tree's array element, a tree field or any field changed."""
+    import json
+
+    model = json.loads(raw)
+    trees = model["learner"]["gradient_booster"]["model"]["trees"]
+    if data.draw(st.booleans()):
+        tree = trees[data.draw(st.integers(0, len(trees) - 1))]
+        key = data.draw(st.sampled_from(sorted(tree)))
+        value = tree[key]
+        if isinstance(value, list) and value and data.draw(st.booleans()):
+            value[data.draw(st.integers(0, len(value) - 1))] = data.draw(
+                INTERESTING_INTS | st.floats() | st.none() | st.text(max_size=3))
+        else:
+            tree[key] = _mutate_card(value, data)
+    else:
+        model = _mutate_card(model, data)
+    return json.dumps(model).encode()
+
+
+def _mutated_npz(path: Path, data) -> bytes:
+    """model.npz with one array mutated (`mutate`'s kinds) or one value replaced."""
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    key = data.draw(st.sampled_from(sorted(arrays)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    if data.draw(st.booleans()) and arrays[key].size and arrays[key].dtype.kind in "iuf":
+        a = arrays[key].astype(np.float64 if arrays[key].dtype.kind == "f" else np.int64)
+        a.reshape(-1)[data.draw(st.integers(0, a.size - 1))] = data.draw(
+            st.sampled_from([-1, 0, 1, 2, 2**31, -2**40]))
+        arrays[key] = a.astype(arrays[key].dtype)
+    elif data.draw(st.booleans()):
+        arrays.pop(key)
+    elif arrays[key].dtype.kind == "U":  # the feature names
+        names = list(arrays[key])
+        if names:
+            names[data.draw(st.integers(0, len(names) - 1))] = data.draw(st.text(max_size=8))
+        arrays[key] = np.array(names[: data.draw(st.integers(0, len(names)))], dtype=str)
+    else:
+        arrays[key] = mutate(arrays[key], data.draw(st.sampled_from(MUTATIONS[1:])), rng)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+@pytest.mark.slow
+@given(data=st.data())
+def test_model_folders(fuzz_models, tmp_path_factory, data):
+    """A mutated card and booster file with a matching sha256 (most of the time): load
+    and score give a result or BadModelError/XlarankError, never another exception or a
+    crash."""
+    import hashlib
+    import json
+    import shutil
+
+    from hypothesis import event
+
+    from xlarank.errors import XlarankError
+    from xlarank.rank.model import load_model
+
+    models, table = fuzz_models
+    library = data.draw(st.sampled_from(sorted(models)))
+    model = tmp_path_factory.mktemp("folder") / "model"
+    shutil.copytree(models[library], model)
+    card = json.loads((model / "card.json").read_text())
+    booster = model / card["model_file"]
+    raw = booster.read_bytes()
+    kind = data.draw(st.sampled_from(["structure", "bytes", "cut", "none"]))
+    if kind == "structure":
+        raw = (_mutated_text(raw, data) if library == "lightgbm" else
+               _mutated_json(raw, data) if library == "xgboost" else
+               _mutated_npz(booster, data))
+    elif kind == "bytes":
+        raw = bytearray(raw)
+        for _ in range(data.draw(st.integers(1, 8))):
+            raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+        raw = bytes(raw)
+    elif kind == "cut":
+        raw = raw[: data.draw(st.integers(0, len(raw)))]
+    booster.write_bytes(raw)
+    if data.draw(st.integers(0, 9)) > 0:
+        card["model_sha256"] = hashlib.sha256(raw).hexdigest()
+    for _ in range(data.draw(st.integers(0, 2))):
+        card = _mutate_card(card, data)
+    (model / "card.json").write_text(json.dumps(card))
+    try:
+        loaded = load_model(model)
+        scores = loaded.predict(table)
+    except XlarankError:
+        event(f"{library}: refused")
+        return
+    event(f"{library}: loaded")
+    assert len(scores) == len(table)
+
+
 SPEC_KEYS = ["name", "features", "library", "objective", "num_rounds", "seed", "grades",
              "max_configs_per_graph", "kind", "members", "seeds", "families", "k", "gnn",
              "params", "junk"]

@@ -92,7 +92,7 @@ def test_training_from_the_file_equals_training_in_memory(frames, repo_specs, co
     blocks = [block for _, block in table.groupby("graph_id", sort=False)]
     write_frame(path, blocks, get_collection(meta.collection), meta.split,
                 load_feature_spec(repo_specs.features("default")), meta.feature_names,
-                dedup=meta.dedup)
+                dedup=meta.dedup, data_origin=meta.data_origin)
     assert pq.ParquetFile(path).metadata.num_row_groups > 1
     spec = dataclasses.replace(small(load_ranker_spec(repo_specs.models(collection))),
                                max_configs_per_graph=4)

@@ -36,6 +36,7 @@ from xlarank.data.collections import (
     split_files,
 )
 from xlarank.data.graph import load_graph
+from xlarank.data.origin import files_origin
 from xlarank.engine import map_ordered
 from xlarank.errors import BadGraphError, XlarankError
 from xlarank.features.build import feature_names, featurize_graph
@@ -210,7 +211,8 @@ def _featurize_locked(paths, out: Path, collection: Collection, split: str | Non
     skipped = [r.error for r in results if r.error]
     parts = [r.part for r in results if r.part is not None]
     rows = write_frame(out, (pq.read_table(p) for p in parts), collection, split, spec,
-                       feature_names(spec, collection.is_tile), skipped, dedup)
+                       feature_names(spec, collection.is_tile), skipped, dedup,
+                       files_origin(r.path for r in results if r.part is not None))
     manifest = {str(r.path): {"checksum": r.checksum, "part": r.part.name if r.part else None,
                               "error": r.error} for r in results}
     write_text_atomic(parts_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")

@@ -41,6 +41,8 @@ class FrameMeta:
     skipped: list[str] = field(default_factory=list)
     dedup: bool = False
     xlarank_version: str = __version__
+    # Where the graphs came from (`xlarank.data.origin`): synthetic, real, mixed, unknown.
+    data_origin: str = "unknown"
 
     @property
     def spec_hash(self) -> str:
@@ -59,9 +61,11 @@ def frame_schema(names: list[str]) -> pa.Schema:
 
 def write_frame(path: str | Path, blocks: Iterable[pd.DataFrame | pa.Table],
                 collection: Collection, split: str | None, spec: FeatureSpec,
-                names: list[str], skipped: Iterable[str] = (), dedup: bool = False) -> int:
+                names: list[str], skipped: Iterable[str] = (), dedup: bool = False,
+                data_origin: str = "unknown") -> int:
     """Write feature blocks (one per graph) to a parquet frame; ``names`` are the spec's
-    feature columns (`xlarank.features.feature_names`).
+    feature columns (`xlarank.features.feature_names`); ``data_origin`` where the graphs
+    came from (`xlarank.data.origin`).
 
     Blocks are consumed as they come and written in row groups of whole graphs (at least
     ROW_GROUP_ROWS rows, or one large graph), so the frame never has to fit in memory and
@@ -88,7 +92,7 @@ def write_frame(path: str | Path, blocks: Iterable[pd.DataFrame | pa.Table],
                 writer.write_table(pa.concat_tables(pending), row_group_size=pending_rows)
             meta = FrameMeta(collection=collection.id, split=split, spec=spec.to_dict(),
                              feature_names=names, skipped=[str(s) for s in skipped],
-                             dedup=dedup)
+                             dedup=dedup, data_origin=data_origin)
             # Footer metadata is written at close, so it can name what was skipped.
             writer.add_key_value_metadata({META_KEY: meta.to_json().encode()})
     return rows
@@ -98,7 +102,7 @@ KEY_TYPES = {"graph_id": "text", "config_index": "integer", "runtime": "number",
              "normalizer": "number"}
 _META_FIELDS = {"collection": str, "split": (str, type(None)), "spec": dict,
                 "feature_names": list, "skipped": list, "dedup": bool,
-                "xlarank_version": str}
+                "xlarank_version": str, "data_origin": str}
 _REQUIRED_META = ("collection", "split", "spec", "feature_names")
 
 

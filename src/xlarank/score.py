@@ -17,8 +17,15 @@ import numpy as np
 import pandas as pd
 
 from xlarank.atomic import atomic_path, check_output, locks_outputs, write_text_atomic
-from xlarank.data.collections import COLLECTIONS, Collection, get_collection, split_files
+from xlarank.data.collections import (
+    COLLECTIONS,
+    Collection,
+    get_collection,
+    locate,
+    split_files,
+)
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.data.origin import warn_if_synthetic_meets_real
 from xlarank.engine import map_ordered
 from xlarank.errors import BadGraphError, MismatchError, XlarankError, XlarankWarning
 from xlarank.evaluate import (
@@ -32,6 +39,7 @@ from xlarank.evaluate import (
 from xlarank.features.build import featurize_graph
 from xlarank.frame import read_frame
 from xlarank.rank.model import Model, load_model
+from xlarank.rank.ranker import CARD_FILE, describe_models_below, models_below, read_card
 from xlarank.seeds import check_seed
 
 SUBMISSION_TOP_TILE = 5
@@ -40,22 +48,40 @@ OFFICIAL_TEST_FILES = {"tile:xla": 844, "layout:xla:default": 8, "layout:xla:ran
                        "layout:nlp:default": 17, "layout:nlp:random": 17}
 
 
-def load_rankers(models: str | Path) -> dict[str, Model]:
-    """Rankers by collection id, from one model directory or a folder of them."""
+def find_models(models: str | Path) -> dict[str, Path]:
+    """Model directories by collection id, from one model directory or a folder of them,
+    reading their cards only (nothing is loaded). Two models of one collection are an
+    error, not a silent choice; a folder with models only further down says where."""
     models = Path(models)
-    if (models / "card.json").exists():
+    if (models / CARD_FILE).exists():
         dirs = [models]
     elif models.is_dir():
-        dirs = sorted(d for d in models.iterdir() if (d / "card.json").exists())
+        dirs = sorted(d for d in models.iterdir() if (d / CARD_FILE).exists())
     else:
         dirs = []
     if not dirs:
-        raise XlarankError(f"{models}: no trained model (no card.json here or one level down)")
-    rankers: dict[str, Model] = {}
+        below = models_below(models) if models.is_dir() else []
+        raise XlarankError(f"{models}: no trained model (no card.json here or one level "
+                           f"down){describe_models_below(models, below)}")
+    found: dict[str, Path] = {}
     for d in dirs:
-        ranker = load_model(d)
-        rankers[ranker.card["collection"]] = ranker
-    return rankers
+        collection = read_card(d)["collection"]
+        if collection in found:
+            raise XlarankError(f"{models}: two models of collection {collection} "
+                               f"({found[collection].name}/ and {d.name}/); --models takes "
+                               "one model per collection: move one of them out")
+        found[collection] = d
+    return found
+
+
+def load_rankers(models: str | Path, collections: Iterable[str] | None = None
+                 ) -> dict[str, Model]:
+    """Rankers by collection id, from one model directory or a folder of them
+    (`find_models`): only those of ``collections`` when given, so a model the input does
+    not need is never loaded."""
+    found = find_models(models)
+    wanted = set(found) if collections is None else set(collections)
+    return {c: load_model(d) for c, d in found.items() if c in wanted}
 
 
 def npz_inputs(inputs: Iterable[str | Path]) -> list[Path]:
@@ -113,11 +139,13 @@ def check_model_collection(graph: TileGraph | LayoutGraph, trained_on: str) -> N
                             f"{trained_on}")
 
 
-@functools.lru_cache(maxsize=4)
-def _cached_rankers(models: str, stamp: tuple[int, ...]) -> dict[str, Model]:
-    # Each worker process loads the models once, however many files it scores; ``stamp``
-    # (the cards' mtimes) makes a model retrained into the same folder a new entry.
-    return load_rankers(models)
+@functools.lru_cache(maxsize=16)
+def _cached_ranker(models: str, stamp: tuple[int, ...], collection: str) -> Model | None:
+    # Each worker process loads the one model a file needs once, however many files it
+    # scores; ``stamp`` (the cards' mtimes) makes a model retrained into the same folder a
+    # new entry. None: no model of that collection.
+    found = find_models(models)
+    return load_model(found[collection]) if collection in found else None
 
 
 def _models_stamp(models: str) -> tuple[int, ...]:
@@ -145,10 +173,10 @@ def score_file(job: ScoreJob) -> tuple[pd.DataFrame | None, str | None]:
     if graph.collection is None:
         raise XlarankError(f"{job.path}: collection unknown (file outside the official "
                            "layout); pass --collection")
-    rankers = _cached_rankers(job.models, job.stamp)
-    if graph.collection.id not in rankers:
+    ranker = _cached_ranker(job.models, job.stamp, graph.collection.id)
+    if ranker is None:
         raise XlarankError(f"{job.path}: no model for collection {graph.collection.id}")
-    order, score = ranked_configs(graph, rankers[graph.collection.id])
+    order, score = ranked_configs(graph, ranker)
     keep = slice(0, job.top) if job.top else slice(None)
     return pd.DataFrame({
         "file": str(job.path), "collection": graph.collection.id, "graph_id": graph.graph_id,
@@ -172,13 +200,28 @@ def score_files(paths: Iterable[str | Path], models: str | Path, out: str | Path
         raise XlarankError(f"--top {top}: keep at least 1 config per file")
     models = str(Path(models).resolve())
     stamp = _models_stamp(models)
-    _cached_rankers(models, stamp)  # fail here, once, if the models are missing or mismatched
-    jobs = [ScoreJob(Path(p), models, stamp, collection, top, skip_bad) for p in paths]
+    paths = [Path(p) for p in paths]
+    found = find_models(models)  # fail here, once, if the models are missing or doubled
+    # The models the inputs need (their collection, from --collection or the official
+    # layout) are loaded here, once, to fail early; no other model is ever loaded.
+    needed = {collection.id} if collection is not None else {
+        located.id for located, _ in map(locate, paths) if located is not None}
+    for collection_id in sorted(needed & set(found)):
+        _cached_ranker(models, stamp, collection_id)
+    jobs = [ScoreJob(p, models, stamp, collection, top, skip_bad) for p in paths]
     results = list(map_ordered(score_file, jobs, workers,
                                on_done=(lambda job: on_file(job.path)) if on_file else None,
                                client=client))
     frames = [table for table, _ in results if table is not None]
     skipped = [error for _, error in results if error]
+    # The graphs each model scored: a model trained on synthetic data warns of real ones.
+    scored: dict[str, list[Path]] = {}
+    for job, table in zip(jobs, (t for t, _ in results), strict=True):
+        if table is not None and len(table):
+            scored.setdefault(str(table["collection"].iloc[0]), []).append(job.path)
+    for collection_id, graphs in sorted(scored.items()):
+        warn_if_synthetic_meets_real(_cached_ranker(models, stamp, collection_id).card,
+                                     graphs, f"the model {found[collection_id]}")
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["file", "collection", "graph_id", "rank", "config_index", "score"])
     with atomic_path(out) as tmp:
@@ -203,6 +246,10 @@ def write_submission(data_root: str | Path, rankers: dict[str, Model], out: str 
     missing = [c.id for c in COLLECTIONS if c.id not in rankers]
     if missing:
         raise XlarankError(f"no model for collection(s) {', '.join(missing)}")
+    for collection in COLLECTIONS:
+        warn_if_synthetic_meets_real(getattr(rankers[collection.id], "card", None),
+                                     split_files(Path(data_root), collection, "test"),
+                                     f"the {collection.id} model")
     rows = []
     for collection in COLLECTIONS:
         files = split_files(Path(data_root), collection, "test")

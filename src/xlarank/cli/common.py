@@ -243,4 +243,6 @@ def _parse_seeds(text: str) -> list[int]:
         raise XlarankError(f"--seeds {text!r}: expected comma-separated integers") from None
     if not seeds or len(set(seeds)) != len(seeds):
         raise XlarankError(f"--seeds {text!r}: give one or more distinct integers")
-    return seeds
+    from xlarank.rank.spec import check_seed
+
+    return [check_seed(seed, "--seeds", XlarankError) for seed in seeds]

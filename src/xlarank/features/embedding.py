@@ -143,7 +143,7 @@ def _read_weights(path: Path, family: str, shapes: dict) -> GnnWeights:
                 raise SpecError(f"{path}: {family} weights file is empty, expected a .npz "
                                 f"(from xlarank gnn-train --embedding {family})")
             handle.seek(0)
-            with np.load(handle) as data:
+            with np.load(handle, allow_pickle=False) as data:
                 arrays = {k: np.asarray(data[k], dtype=np.float64) for k in data.files}
     except BadInputError as exc:
         raise SpecError(str(exc)) from None

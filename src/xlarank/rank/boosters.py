@@ -231,10 +231,11 @@ class BoosterLibrary(ABC):
         booster.save_model(str(path))
 
     @abstractmethod
-    def load(self, path: Path) -> object:
-        """A booster read back from the native file `save` wrote; BadModelError if the
-        library refuses the file. Check the file first (`xlarank.rank.ranker`'s checksum):
-        a truncated file can crash the library instead of raising."""
+    def load(self, path: Path, raw: bytes | None = None) -> object:
+        """A booster read back from the native file `save` wrote (``raw``: its bytes, when
+        read already); BadModelError if the file is not one the adapter wrote. The file's
+        structure is checked in Python before the library sees it
+        (`xlarank.rank.booster_files`): a cut or crafted file can crash a library."""
 
     @abstractmethod
     def feature_names(self, booster) -> list[str]:
@@ -382,12 +383,16 @@ class LightGBM(BoosterLibrary):
         path.write_text(re.sub(r"^\[num_threads: \d+\]$", "[num_threads: 0]", text,
                                flags=re.MULTILINE))
 
-    def load(self, path):
+    def load(self, path, raw=None):
         import lightgbm as lgb
 
+        from xlarank.rank.booster_files import check_lightgbm_text
+
+        text = check_lightgbm_text(Path(path).read_bytes() if raw is None else raw, path,
+                                   self.objectives)
         try:
-            return lgb.Booster(model_file=str(path))
-        except lgb.basic.LightGBMError as exc:
+            return lgb.Booster(model_str=text)
+        except (lgb.basic.LightGBMError, ValueError) as exc:
             raise BadModelError(f"{path}: LightGBM cannot read it ({exc})") from None
 
     def feature_names(self, booster) -> list[str]:
@@ -498,12 +503,16 @@ class XGBoost(BoosterLibrary):
         scores = booster.get_score(importance_type="total_gain")
         return pd.Series(scores, dtype=np.float64).reindex(names, fill_value=0.0)
 
-    def load(self, path):
+    def load(self, path, raw=None):
         import xgboost as xgb
 
+        from xlarank.rank.booster_files import check_xgboost_json
+
+        raw = check_xgboost_json(Path(path).read_bytes() if raw is None else raw, path,
+                                 self.objectives)
         booster = xgb.Booster()
         try:
-            booster.load_model(str(path))
+            booster.load_model(bytearray(raw))
         except xgb.core.XGBoostError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else "no reason given"
             raise BadModelError(f"{path}: XGBoost cannot read it ({first})") from None
@@ -516,14 +525,16 @@ class XGBoost(BoosterLibrary):
 class SKLearn(BoosterLibrary):
     """scikit-learn's HistGradientBoostingRegressor, pointwise on log slowdown: the booster
     of the published "GNN vs trees" hybrid. It has no ranking objective and no Dask
-    training; its OpenMP threads are set with threadpoolctl around fit and predict. The
-    model file is a pickle (scikit-learn's own way to save an estimator): the card's
-    checksum refuses a changed file, but load only models you trust."""
+    training; its OpenMP threads are set with threadpoolctl around fit. The fitted trees
+    are copied out of the estimator into an `xlarank.rank.hgb.HgbForest` (the booster
+    object here, trained or loaded), saved as plain arrays (``model.npz``) and scored by
+    xlarank's own tree walk: never a pickle, which would run code from the model folder
+    (`xlarank.rank.hgb` says why)."""
 
     name = "sklearn"
     objectives = ("squared_error",)
     pointwise = ("squared_error",)
-    model_file = "model.pkl"
+    model_file = "model.npz"
     # HistGradientBoostingRegressor's documented parameters that a booster spec may need.
     # Early stopping is off: it would hold out a random tenth of the rows, not whole graphs.
     known_params = {
@@ -572,57 +583,36 @@ class SKLearn(BoosterLibrary):
     def fit(self, x, labels, sizes, names, spec, threads):
         from sklearn.ensemble import HistGradientBoostingRegressor
 
+        from xlarank.rank.hgb import HgbForest
+
         model = HistGradientBoostingRegressor(**self.params(spec, threads))
         with self._threads(threads):
             # A frame with column names, so the model keeps them (feature_names_in_).
-            return model.fit(pd.DataFrame(x, columns=names, copy=False), labels)
+            model.fit(pd.DataFrame(x, columns=names, copy=False), labels)
+        return HgbForest.from_estimator(model)
 
     def fit_dask(self, client, data, names, spec, threads_per_worker):
         raise XlarankError("the sklearn booster trains in one process: use --engine local")
 
     def predict(self, booster, x, names, rounds):
-        frame = pd.DataFrame(x, columns=names, copy=False)
-        with self._threads(None):
-            if rounds is None or rounds >= booster.n_iter_:
-                return np.asarray(booster.predict(frame), dtype=np.float64)
-            for done, scores in enumerate(booster.staged_predict(frame), start=1):
-                if done == rounds:
-                    return np.asarray(scores, dtype=np.float64)
-        raise XlarankError(f"rounds must be at least 1, not {rounds}")
+        return booster.predict(x, rounds)
 
     def rounds(self, booster) -> int:
-        return int(booster.n_iter_)
+        return booster.n_trees
 
     def importance(self, booster, names):
-        # The estimator offers no importance; each tree's split nodes hold their gain.
-        gain = np.zeros(len(booster.feature_names_in_))
-        for trees in booster._predictors:
-            for tree in trees:
-                split = tree.nodes[tree.nodes["is_leaf"] == 0]
-                np.add.at(gain, split["feature_idx"], split["gain"])
-        return pd.Series(gain, index=list(booster.feature_names_in_), dtype=np.float64)
+        return booster.importance()
 
     def save(self, booster, path):
-        import pickle
+        booster.save(path)
 
-        path.write_bytes(pickle.dumps(booster, protocol=pickle.HIGHEST_PROTOCOL))
+    def load(self, path, raw=None):
+        from xlarank.rank.hgb import HgbForest
 
-    def load(self, path):
-        import pickle
-
-        from sklearn.ensemble import HistGradientBoostingRegressor
-
-        try:
-            booster = pickle.loads(Path(path).read_bytes())
-        except Exception as exc:  # a pickle can fail in many ways; all mean a bad file
-            raise BadModelError(f"{path}: scikit-learn cannot read it ({exc})") from None
-        if not isinstance(booster, HistGradientBoostingRegressor):
-            raise BadModelError(f"{path}: not a HistGradientBoostingRegressor but "
-                                f"{type(booster).__name__}")
-        return booster
+        return HgbForest.load(path)
 
     def feature_names(self, booster) -> list[str]:
-        return [str(n) for n in getattr(booster, "feature_names_in_", [])]
+        return list(booster.feature_names)
 
 
 # In the order error messages list them.

@@ -23,7 +23,7 @@ from xlarank.features.spec import FeatureSpec
 from xlarank.files import read_structured
 from xlarank.frame import FrameMeta
 from xlarank.rank.ranker import ENSEMBLE_KIND, MODEL_FORMAT, Ranker, write_card
-from xlarank.rank.spec import RankerSpec, load_ranker_spec
+from xlarank.rank.spec import RankerSpec, check_seed, load_ranker_spec
 
 
 def per_graph_minmax(score: np.ndarray, graph_ids: np.ndarray) -> np.ndarray:
@@ -52,8 +52,11 @@ class Ensemble:
     @classmethod
     def load(cls, directory: Path, card: dict) -> Ensemble:
         """The ensemble saved in a directory whose card (kind "ensemble") is read already."""
-        members = [Ranker.load(directory / member_dir(entry, directory))
-                   for entry in card["members"]]
+        dirs = [member_dir(entry, directory) for entry in card["members"]]
+        if len({Path(d).parts for d in dirs}) != len(dirs):
+            raise BadModelError(f"{directory}: ensemble card lists one member more than "
+                                "once; the card was altered")
+        members = [Ranker.load(directory / d) for d in dirs]
         if not members:
             raise BadModelError(f"{directory}: ensemble card lists no members")
         for member in members[1:]:
@@ -168,6 +171,8 @@ def load_training_plan(path: str | Path) -> tuple[list[RankerSpec], list[int] | 
                               or not all(isinstance(x, int) for x in seeds)
                               or len(set(seeds)) != len(seeds)):
         raise SpecError(f"{path}: seeds must be a list of distinct integers")
+    for seed in seeds or ():
+        check_seed(seed, f"{path}: seeds")
     unknown = set(raw) - {"kind", "name", "members", "seeds"}
     if unknown:
         raise SpecError(f"{path}: unknown keys in an ensemble spec: {', '.join(sorted(unknown))}")

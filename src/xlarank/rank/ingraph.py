@@ -44,6 +44,7 @@ import pandas as pd
 
 from xlarank.data.collections import get_collection
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks, load_graph
+from xlarank.data.origin import warn_if_synthetic_meets_real
 from xlarank.errors import BadInputError, MismatchError, XlarankError, XlarankWarning
 from xlarank.features.build import KEY_COLUMNS, featurize_graph
 from xlarank.features.spec import FeatureSpec
@@ -219,6 +220,8 @@ def checked_prior(graph: TileGraph | LayoutGraph, prior):
                     else "tile" if isinstance(graph, TileGraph) else "layout")
             raise MismatchError(f"{graph.path}: collection {kind}, but the prior model was "
                                 f"trained on {trained_on}")
+        if graph.path is not None:
+            warn_if_synthetic_meets_real(prior.card, [graph.path], "the --prior model")
     return prior
 
 

@@ -1,7 +1,8 @@
 """A trained booster with its card, saved as a directory, and the card file itself.
 
 A saved ranker is a directory: the booster's native file (``model.txt`` for LightGBM,
-``model.json`` for XGBoost; the adapter in `xlarank.rank.boosters` names it) and
+``model.json`` for XGBoost, ``model.npz`` of plain arrays for scikit-learn; the adapter in
+`xlarank.rank.boosters` names it, and no other file is read as a booster) and
 ``card.json``, which records the collection, the library and objective, the feature spec
 (name, hash, feature names), the seed, package versions, a summary of the training data
 and, when given, validation metrics. `xlarank.rank.model.load_model` reads a ranker or an
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +53,11 @@ ENSEMBLE_CARD_SHAPE = {**_CARD_SHAPE, "kind": str, "members": list}
 def read_card(directory: Path) -> dict:
     """The card of a saved ranker or ensemble, refused if a newer xlarank wrote it or if
     it lacks a field that loading and scoring read (`check_card_shape`)."""
+    if not (directory / CARD_FILE).exists() and directory.is_dir():
+        below = models_below(directory)
+        if below:
+            raise BadModelError(f"{directory}: not a model directory (no card.json)"
+                                f"{describe_models_below(directory, below)}")
     card = read_structured(directory / CARD_FILE, "model card", BadModelError,
                            missing_hint="; train a model with 'xlarank train'")
     where = directory / CARD_FILE
@@ -70,10 +77,61 @@ def read_card(directory: Path) -> dict:
         raise BadModelError(f"{where}: features.names must be a non-empty list of names")
     if card["collection"] not in {c.id for c in COLLECTIONS}:
         raise BadModelError(f"{where}: unknown collection {card['collection']!r}")
-    if shape is RANKER_CARD_SHAPE and card["library"] not in BOOSTERS:
-        raise BadModelError(f"{where}: unknown booster library {card['library']!r}; known: "
-                            f"{', '.join(BOOSTERS)}")
+    if shape is RANKER_CARD_SHAPE:
+        if card["library"] not in BOOSTERS:
+            raise BadModelError(f"{where}: unknown booster library {card['library']!r}; "
+                                f"known: {', '.join(BOOSTERS)}")
+        check_model_file_name(card, where)
     return card
+
+
+# Model files that could carry code (a pickle runs what it names when it is read): never
+# read, whatever the card says.
+CODE_CARRYING_SUFFIXES = (".pkl", ".pickle", ".joblib", ".dill", ".cloudpickle")
+
+
+def check_model_file_name(card: dict, where: Path) -> None:
+    """BadModelError unless the card names its library's own model file (model.txt,
+    model.json or model.npz): a card cannot make xlarank read a pickle, or any other
+    file, as a booster."""
+    library = BOOSTERS[card["library"]]
+    name = card["model_file"]
+    if name.lower().endswith(CODE_CARRYING_SUFFIXES):
+        raise BadModelError(f"{where}: the model file {name!r} is a pickle, which can run "
+                            "code when read; xlarank reads no pickles (a sklearn model saved "
+                            "by an older xlarank): retrain the model")
+    if name != library.model_file:
+        raise BadModelError(f"{where}: a {library.name} model's file is "
+                            f"{library.model_file!r}, not {name!r}; the card was altered")
+
+
+def models_below(folder: Path, depth: int = 4, limit: int = 2000) -> list[Path]:
+    """Model directories (holding card.json) below ``folder``, at most ``depth`` levels
+    down, not inside one another, sorted; the walk stops after ``limit`` folders."""
+    found, seen = [], 0
+    for root, dirs, files in os.walk(folder):
+        seen += 1
+        here = Path(root)
+        if CARD_FILE in files and here != folder:
+            found.append(here)
+            dirs.clear()
+        elif len(here.relative_to(folder).parts) >= depth or seen > limit:
+            dirs.clear()
+        dirs.sort()
+    return sorted(found)
+
+
+def describe_models_below(folder: Path, below: list[Path]) -> str:
+    """'; found ...' naming the model directories below a folder and the folders that
+    hold them, or a hint to train one when there are none."""
+    if not below:
+        return "; train a model with 'xlarank train'"
+    parents = sorted({str(p.parent) for p in below})
+    shown = ", ".join(str(p.relative_to(folder)) for p in below[:4])
+    more = f" and {len(below) - 4} more" if len(below) > 4 else ""
+    return (f"; found {len(below)} model folder(s) below it ({shown}{more}) in "
+            f"{len(parents)} folder(s): pass one model directory, or for score and submit "
+            f"the folder that holds one per collection, such as {parents[0]}")
 
 
 _TYPE_WORDS = {int: "an integer", str: "a string", list: "a list", dict: "a table"}
@@ -112,24 +170,28 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def checked_model_file(directory: Path, card: dict) -> Path:
-    """The booster file a card names, after checking it is the one saved with the card:
-    the libraries trust their files, and a truncated LightGBM model.txt crashes the
-    process (SIGSEGV) instead of raising."""
+def checked_model_file(directory: Path, card: dict) -> tuple[Path, bytes]:
+    """The booster file a card names and its bytes, read once, after checking they are
+    the ones saved with the card. That shows damage; a crafted file with a matching
+    sha256 is caught by the adapter's own checks (`xlarank.rank.booster_files`), since
+    whoever writes a folder writes its card too."""
     where = directory / CARD_FILE
     path = directory / plain_name(card["model_file"], where, "model_file")
     try:
-        found = file_sha256(path)
+        if not path.is_file():  # a FIFO or a device would hang or never end
+            raise FileNotFoundError
+        raw = path.read_bytes()
     except FileNotFoundError:
-        raise BadModelError(f"{path}: model file missing; retrain the model or copy the whole "
-                            "model directory") from None
+        raise BadModelError(f"{path}: model file missing or not a regular file; retrain the "
+                            "model or copy the whole model directory") from None
     except OSError as exc:
         raise BadModelError(f"{path}: model file cannot be read ({exc.strerror})") from None
+    found = hashlib.sha256(raw).hexdigest()
     if found != card["model_sha256"]:
         raise BadModelError(f"{path}: model file is not the one saved with {where} (sha256 "
                             f"{found[:16]}..., card says {card['model_sha256'][:16]}...): "
                             "truncated, altered or copied from another model; retrain it")
-    return path
+    return path, raw
 
 
 def write_card(directory: Path, card: dict) -> None:
@@ -151,7 +213,7 @@ class Ranker:
         directory = Path(directory)
         card = read_card(directory) if card is None else card
         library = get_library(card["library"])
-        booster = library.load(checked_model_file(directory, card))
+        booster = library.load(*checked_model_file(directory, card))
         names = library.feature_names(booster)
         if names != card["features"]["names"]:
             raise BadModelError(f"{directory / CARD_FILE}: the card's "

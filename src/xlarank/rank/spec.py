@@ -3,11 +3,12 @@ the library's adapter (`xlarank.rank.boosters`)."""
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from xlarank.data.collections import COLLECTIONS
-from xlarank.errors import SpecError
+from xlarank.errors import SpecError, XlarankError
 from xlarank.files import read_structured
 from xlarank.rank.boosters import BOOSTERS
 from xlarank.rank.labels import N_GRADES
@@ -22,8 +23,20 @@ MAX_GROUP_ROWS = 10_000
 # of MB, already more than any use; a larger number is a typo (num_rounds = 1e11 would
 # run until killed).
 MAX_ROUNDS = 100_000
-# Both libraries keep the seed in a C int.
-SEEDS = (-2**31, 2**31 - 1)
+# Both libraries keep the seed in a C int: LightGBM wraps 2^31 and above onto other seeds
+# (0 and 4294967296 train the same booster), and scikit-learn takes no negative one.
+SEEDS = (0, 2**31 - 1)
+
+
+def check_seed(seed, what: str, error: type[XlarankError] = SpecError) -> int:
+    """``seed`` as an int if it is an integer (not a bool) in SEEDS, else ``error``
+    naming ``what`` (the spec file or option)."""
+    if (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+            or not SEEDS[0] <= seed <= SEEDS[1]):
+        raise error(f"{what}: seed {seed!r} is not an integer in {SEEDS[0]}..{SEEDS[1]} "
+                    "(booster libraries keep seeds in 31 bits; a larger one wraps onto "
+                    "another seed)")
+    return int(seed)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from xlarank.frame import FrameMeta, check_columns, check_rows, group_sizes, rea
 from xlarank.rank.boosters import get_library
 from xlarank.rank.labels import faster_share, log_slowdown, relevance_grades
 from xlarank.rank.ranker import MODEL_FORMAT, Ranker
-from xlarank.rank.spec import RankerSpec
+from xlarank.rank.spec import RankerSpec, check_seed
 from xlarank.target import ranking_target
 
 
@@ -45,6 +45,7 @@ def check_trainable(meta: FrameMeta, spec: RankerSpec, runtime: np.ndarray | Non
     ``spec_label`` the spec (as the user gave it; the spec's own name by default) in the
     messages."""
     label = spec_label or repr(spec.name)
+    check_seed(spec.seed, f"booster spec {label}", XlarankError)
     if meta.spec["name"] != spec.features:
         raise MismatchError(f"{where} has feature spec {meta.spec['name']!r}, booster spec "
                             f"{label} wants {spec.features!r}")
@@ -128,7 +129,7 @@ def build_card(meta: FrameMeta, spec: RankerSpec, collection: Collection, graphs
         "features": {**meta.spec, "names": meta.feature_names},
         "training_data": {"split": meta.split, "graphs": int(graphs), "rows": int(rows),
                           "rows_used": int(rows_used), "deduplicated": meta.dedup,
-                          "skipped_files": len(meta.skipped)},
+                          "skipped_files": len(meta.skipped), "origin": meta.data_origin},
         "seed": spec.seed,
         "train_seconds": None if seconds is None else round(seconds, 3),
         "engine": engine or {"name": "local"},

@@ -23,7 +23,7 @@ from xlarank.frame import read_frame, read_meta
 from xlarank.rank.ensemble import load_training_plan, train_ensemble
 from xlarank.rank.model import Model
 from xlarank.rank.ranker import CARD_FILE, Ranker
-from xlarank.rank.spec import RankerSpec
+from xlarank.rank.spec import RankerSpec, check_seed
 from xlarank.rank.train import check_trainable, train_ranker_from_file
 from xlarank.specs import default_booster_spec, spec_path
 
@@ -94,6 +94,8 @@ def train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
             label = repr(given) if len(members) == 1 else f"{given!r} (member {member.name!r})"
             check_trainable(meta, member, where=str(frame_path), spec_label=label)
     specs = [member for members, _ in plans for member in members]
+    for seed in seeds or ():
+        check_seed(seed, "seeds", XlarankError)
     plan_seeds = {tuple(seed_list) for _, seed_list in plans if seed_list}
     if len(plan_seeds) > 1 and not seeds:
         raise XlarankError("the ensemble specs ask for different seeds; give --seeds")

@@ -44,6 +44,8 @@ SYSTEMS = {
     "hybrid": "xlarank.systems.hybrid:HybridSystem",
 }
 SYSTEM_FILE = "system.json"
+# Bump when a saved system's layout or settings change; a newer one is refused.
+SYSTEM_FORMAT = 1
 
 
 class RankingSystem(ABC):
@@ -98,11 +100,14 @@ class RankingSystem(ABC):
         """Write the fitted system into ``out_dir`` (made by the caller): system.json (its
         name, seed and settings, history) plus the system's own files (`_save`)."""
         out_dir = Path(out_dir)
+        from xlarank import __version__
+
         if not self.fitted():
             raise XlarankError(f"system {self.name} is not fitted: call fit or fit_graph "
                                "before save; nothing was written")
-        card = {"system": self.name, "seed": self.seed, "settings": self.settings(),
-                "history": self.history_}
+        card = {"format": SYSTEM_FORMAT, "system": self.name, "seed": self.seed,
+                "settings": self.settings(), "history": self.history_,
+                "versions": {"xlarank": __version__}}
         before = set(os.listdir(out_dir)) if out_dir.is_dir() else set()
         try:
             self._save(out_dir)
@@ -154,16 +159,39 @@ def get_system(name: str) -> type[RankingSystem]:
 
 
 def load_system(out_dir: str | Path) -> RankingSystem:
-    """A system saved by `RankingSystem.save`."""
+    """A system saved by `RankingSystem.save`. One written by a newer xlarank (a higher
+    format), or holding settings this xlarank does not know, is refused: its settings
+    would be dropped or misread, not used."""
+    from xlarank import __version__
+    from xlarank.rank.spec import check_seed
+
     out_dir = Path(out_dir)
     try:
         card = json.loads((out_dir / SYSTEM_FILE).read_text())
-        name, seed, settings = card["system"], int(card["seed"]), dict(card["settings"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        name, seed, settings = card["system"], card["seed"], dict(card["settings"])
+        fmt = card.get("format", 1)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise XlarankError(f"{out_dir}: not a saved system ({exc})") from None
+    if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt < 1:
+        raise XlarankError(f"{out_dir}: {SYSTEM_FILE} format {fmt!r} is not a format number")
+    if fmt > SYSTEM_FORMAT:
+        versions = card.get("versions")
+        by = versions.get("xlarank") if isinstance(versions, dict) else None
+        raise XlarankError(f"{out_dir}: system saved in format {fmt} by a newer xlarank "
+                           f"({by}); this is {__version__}, which reads format "
+                           f"{SYSTEM_FORMAT}: upgrade xlarank or fit the system again")
+    if not isinstance(name, str):
+        raise XlarankError(f"{out_dir}: not a saved system (system {name!r})")
     cls = get_system(name)
-    system = cls(seed=seed, **{k: v for k, v in settings.items() if k in cls.defaults()})
-    system.history_ = list(card.get("history", []))
+    check_seed(seed, f"{out_dir / SYSTEM_FILE}", XlarankError)
+    unknown = sorted(set(settings) - set(cls.defaults()))
+    if unknown:
+        raise XlarankError(f"{out_dir}: system {name} saved with settings this xlarank "
+                           f"does not know ({', '.join(map(str, unknown))}); known: "
+                           f"{', '.join(sorted(cls.defaults()))}: saved by another xlarank?")
+    system = cls(seed=seed, **settings)
+    history = card.get("history", [])
+    system.history_ = list(history) if isinstance(history, list) else []
     system._load(out_dir)
     return system
 

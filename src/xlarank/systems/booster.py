@@ -12,6 +12,7 @@ import pandas as pd
 
 from xlarank.data.collections import Collection
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.data.origin import files_origin
 from xlarank.errors import XlarankError
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.frame import FrameMeta
@@ -23,7 +24,8 @@ def graphs_frame(files: Sequence[Path], collection: Collection, spec) -> tuple:
     blocks = [featurize_graph(load_graph(f, collection), spec, dedup=True) for f in files]
     frame = pd.concat(blocks, ignore_index=True)
     meta = FrameMeta(collection=collection.id, split="train", spec=spec.to_dict(),
-                     feature_names=list(frame.columns[4:]), dedup=True)
+                     feature_names=list(frame.columns[4:]), dedup=True,
+                     data_origin=files_origin(files))
     return frame, meta
 
 

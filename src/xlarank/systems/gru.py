@@ -112,4 +112,4 @@ class GruSystem(RankingSystem):
 
         self.weights_ = load_family_weights(str(out_dir / WEIGHTS_FILE), "gru",
                                             GRU_WEIGHT_SHAPES, random_gru_weights)
-        self.readout_ = np.load(out_dir / READOUT_FILE).astype(np.float64)
+        self.readout_ = np.load(out_dir / READOUT_FILE, allow_pickle=False).astype(np.float64)

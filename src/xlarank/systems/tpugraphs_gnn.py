@@ -936,7 +936,7 @@ class TpuGraphsGnn(RankingSystem):
         jax = require_jax()
         card = json.loads((Path(out_dir) / "gnn.json").read_text())
         self.kind_, self.resolved_ = card["kind"], card["resolved"]
-        with np.load(Path(out_dir) / "weights.npz") as z:
+        with np.load(Path(out_dir) / "weights.npz", allow_pickle=False) as z:
             self.params_ = {k.removeprefix("param__"): jax.numpy.asarray(z[k])
                             for k in z.files if k.startswith("param__")}
             self.stats_ = Stats.from_arrays({k.removeprefix("stats__"): z[k]
