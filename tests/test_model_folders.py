@@ -580,7 +580,9 @@ def test_a_synthetic_model_meeting_real_graphs_warns_in_score_and_prior(trained,
         assert any("--prior model" in w and "synthetic" in w for w in _warnings(result))
         result = run(command, synthetic_file, "--measured", measured, "--prior", model,
                      "--out", tmp_path / f"{command}-synth.csv")
-        assert result.exit_code == 0 and not _warnings(result), result.stderr
+        # Four measured configs may also warn that too few are measured; not this test's.
+        origin = [w for w in _warnings(result) if "synthetic" in w]
+        assert result.exit_code == 0 and not origin, result.stderr
 
 
 def test_a_synthetic_model_meeting_real_graphs_warns_in_submit(tiny_data, real_copy,

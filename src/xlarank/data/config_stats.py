@@ -163,7 +163,7 @@ def tile_runtimes_of(paths: Iterable[str | Path]) -> list[tuple[np.ndarray, np.n
             files = [path]
         for file in files:
             if file.suffix == ".npz":
-                with np.load(file) as arrays:
+                with np.load(file, allow_pickle=False) as arrays:
                     if "config_runtime_normalizers" not in arrays:
                         continue
                     kernels.append((arrays["config_runtime"],
