@@ -50,6 +50,85 @@ def measure_decompress(path: str) -> dict:
             "node_config_feat_mib": arrays["node_config_feat"].nbytes / 2**20}
 
 
+def _config_member(path: str) -> tuple[bytes, int]:
+    """The raw deflate stream of node_config_feat (or the largest member) and its CRC."""
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        name = "node_config_feat.npy" if "node_config_feat.npy" in names else max(
+            names, key=lambda n: zf.getinfo(n).file_size)
+        info = zf.getinfo(name)
+    with open(path, "rb") as handle:
+        handle.seek(info.header_offset)
+        name_len, extra_len = struct.unpack("<HH", handle.read(30)[26:30])
+        handle.seek(info.header_offset + 30 + name_len + extra_len)
+        return handle.read(info.compress_size), info.CRC
+
+
+def measure_inflate(path: str) -> dict:
+    """Seconds to inflate the file: zipfile's reader over every member, then the config
+    member's raw stream in 16 MiB pieces (data dropped, CRC checked) with each inflate
+    library installed, and the one xlarank's reader uses."""
+    import zipfile
+    import zlib
+
+    from xlarank.data import npzstream
+
+    out = {"chosen": npzstream.INFLATE}
+    start = time.perf_counter()
+    with zipfile.ZipFile(path) as zf:
+        for name in zf.namelist():
+            with zf.open(name) as member:
+                while member.read(16 << 20):
+                    pass
+    out["zipfile_all_members"] = time.perf_counter() - start
+    stream, crc = _config_member(path)
+    libraries = {"zlib": zlib}
+    for name, module in (("zlib_ng", "zlib_ng.zlib_ng"), ("isal_zlib", "isal.isal_zlib")):
+        try:
+            libraries[name] = __import__(module, fromlist=["x"])
+        except ImportError:
+            out[f"{name}_missing"] = True
+    for name, library in libraries.items():
+        start = time.perf_counter()
+        inflate = library.decompressobj(-zlib.MAX_WBITS)
+        check = 0
+        piece = 16 << 20
+        for i in range(0, len(stream), piece):
+            check = library.crc32(inflate.decompress(stream[i:i + piece]), check)
+        check = library.crc32(inflate.flush(), check)
+        out[f"{name}_stream"] = time.perf_counter() - start
+        out[f"{name}_crc_ok"] = check == crc
+    return out
+
+
+def measure_command(path: str) -> dict:
+    """Wall seconds of `xlarank featurize` on a one-file tree, start-up included."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        parts = Path(path).parts
+        tree = Path(tmp) / "data" / Path(*parts[parts.index("npz"):]) if "npz" in parts \
+            else None
+        if tree is None:
+            return {"skipped": "not in an npz/ tree"}
+        tree.parent.mkdir(parents=True)
+        (tree).symlink_to(Path(path).resolve())
+        collection = "-".join(parts[parts.index("npz") + 1:-2])
+        split = parts[-2]
+        command = [str(Path(sys.executable).parent / "xlarank"), "featurize",
+                   str(Path(tmp) / "data"), "--collection", collection, "--split", split,
+                   "--out", str(Path(tmp) / "frame.parquet")]
+        start = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True)
+        seconds = time.perf_counter() - start
+        shutil.rmtree(Path(tmp) / "data")
+    return {"seconds": seconds}
+
+
 def measure_featurize_gnn(path: str) -> dict:
     """As `measure_featurize`, with the gnn family (random weights) added to the spec."""
     return measure_featurize(path, "gnn")
@@ -163,6 +242,13 @@ def main() -> None:
                 "overhead_per_pair": sorted(g["seconds"] / p["seconds"] - 1.0
                                             for p, g in family_pairs)}
         reference = in_subprocess("reference", path)
+        inflate = {}
+        for _ in range(3):
+            for key, value in in_subprocess("inflate", path).items():
+                inflate[key] = min(inflate.get(key, value), value) if isinstance(
+                    value, float) else value
+        command = min((in_subprocess("command", path) for _ in range(3)),
+                      key=lambda r: r.get("seconds", 0))
         record = {
             "file": path,
             "data": "synthetic (xlarank synth)" if "bench" in path or "synth" in path
@@ -173,6 +259,7 @@ def main() -> None:
             "peak_rss_rise_over_config_mib": featurize["peak_rss_rise_mib"]
                                              / decompress["node_config_feat_mib"],
             "speedup_over_reference": reference["seconds"] / featurize["seconds"],
+            "inflate": inflate, "command": command,
             **embeddings,
         }
         results.append(record)

@@ -240,6 +240,16 @@ def featurize(rec: dict) -> list[str]:
                                         for r in files],
         **{f"{family} family overhead (range over pairs)": [
             overhead(r.get(family)) for r in files] for family in ("gnn", "gru")},
+        "`xlarank featurize` as a command s": [
+            num((r.get("command") or {}).get("seconds")) for r in files],
+        "zipfile's inflate of every member s": [
+            num((r.get("inflate") or {}).get("zipfile_all_members")) for r in files],
+        **{f"config member's stream with {label} s": [
+            num((r.get("inflate") or {}).get(f"{key}_stream")) for r in files]
+           for key, label in (("zlib", "zlib"), ("zlib_ng", "zlib-ng"),
+                              ("isal_zlib", "ISA-L"))},
+        "inflate xlarank reads with": [(r.get("inflate") or {}).get("chosen", "zlib")
+                                       for r in files],
     }
     out = [table(["", *[f"`{Path(r['file']).name}`" for r in files]],
                  [[k, *v] for k, v in rows.items()])]
