@@ -33,7 +33,7 @@ _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d{1,3})?|[-+]?inf|nan")
 _BOUND = r"([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d{1,3})?|[-+]?inf)"
 _FEATURE_INFO = re.compile(rf"none|\[{_BOUND}:{_BOUND}\]")
 _OBJECTIVE_OPTION = re.compile(r"\w+:[-+.\w]+")
-_PARAM_LINE = re.compile(r"\[\w+: [\w.,+\- ]*\]")
+_PARAM_LINE = re.compile(r"\[\w+: [^\]\n\r\x00]*\]")
 _IMPORTANCE_LINE = re.compile(r"[^=\s]+=\d{1,20}")
 
 # What LightGBM 4 writes before the first tree; the others are refused.
