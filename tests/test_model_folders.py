@@ -727,3 +727,52 @@ def test_the_tree_walk_kernel_matches_its_plain_reference(seed):
         args = (x, starts, a["feature"], a["threshold"], a["missing_left"], a["left"],
                 a["right"], a["value"], a["is_leaf"], 0.25, n_trees)
         np.testing.assert_array_equal(forest_predict(*args), naive.forest_predict(*args))
+
+
+DAMAGES = ("deleted", "emptied", "halved", "garbage", "a folder", "a FIFO", "json list")
+
+
+@pytest.mark.parametrize("kind", ["xlarank", "hybrid"])
+def test_every_damaged_file_of_a_saved_system_is_one_xlarank_error(trained, tmp_path, kind):
+    """Each file of a saved system, damaged each way, makes load_system raise XlarankError
+    (the CLI's one error line), never another exception or a hang."""
+    import os
+    import shutil
+
+    from xlarank.systems import load_system
+    from xlarank.systems.booster import BoosterSystem
+    from xlarank.systems.hybrid import HybridSystem
+
+    system = BoosterSystem(seed=1) if kind == "xlarank" else HybridSystem(seed=1)
+    system.ranker_ = load_model(trained["lightgbm" if kind == "xlarank" else "sklearn"])
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    system.save(saved)
+    files = sorted(p.relative_to(saved) for p in saved.rglob("*") if p.is_file())
+    assert files
+    tried = 0
+    for relative in files:
+        for damage in DAMAGES:
+            if damage == "json list" and relative.suffix != ".json":
+                continue
+            out = tmp_path / f"case{tried}"
+            shutil.copytree(saved, out)
+            target = out / relative
+            data = target.read_bytes()
+            target.unlink()
+            if damage == "emptied":
+                target.write_bytes(b"")
+            elif damage == "halved":
+                target.write_bytes(data[:len(data) // 2])
+            elif damage == "garbage":
+                target.write_bytes(bytes(range(256)) * 4)
+            elif damage == "a folder":
+                target.mkdir()
+            elif damage == "a FIFO":
+                os.mkfifo(target)
+            elif damage == "json list":
+                target.write_text("[1, 2, 3]")
+            tried += 1
+            with pytest.raises(XlarankError):
+                load_system(out)
+    assert tried >= len(files) * (len(DAMAGES) - 1)

@@ -163,11 +163,12 @@ def load_system(out_dir: str | Path) -> RankingSystem:
     format), or holding settings this xlarank does not know, is refused: its settings
     would be dropped or misread, not used."""
     from xlarank import __version__
+    from xlarank.files import read_structured
     from xlarank.rank.spec import check_seed
 
     out_dir = Path(out_dir)
+    card = read_structured(out_dir / SYSTEM_FILE, "saved system card", XlarankError)
     try:
-        card = json.loads((out_dir / SYSTEM_FILE).read_text())
         name, seed, settings = card["system"], card["seed"], dict(card["settings"])
         fmt = card.get("format", 1)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
