@@ -173,7 +173,7 @@ bench-full: $(VENV)/.installed ## the real-sized synthetic dataset end to end: t
 
 # ---------------------------------------------------------------- demo
 # Made again when the generator changes, so demo data always follows its cost model.
-$(DEMO_DATA)/synth.json: src/xlarank/data/synth.py | $(VENV)/.installed
+$(DEMO_DATA)/synth.json: $(wildcard src/xlarank/data/synth/*.py) | $(VENV)/.installed
 	rm -rf $(DEMO_DATA)
 	$(XLARANK) synth $(DEMO_DATA) --preset demo --seed $(SEED)
 
