@@ -57,6 +57,7 @@ import numpy as np
 import pandas as pd
 
 from provenance import write_record
+from xlarank.compat import optuna_available
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.rank.ingraph import config_columns, rank_graph
@@ -276,12 +277,8 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None, ablations: bo
     else:
         record["notes"].append(f"{PRIOR}: not run (no model at "
                                f"{prior_dir / collection.slug if prior_dir else '--prior'})")
-    try:
-        import optuna  # noqa: F401
-
-        has_optuna = True
-    except ImportError:
-        has_optuna = False
+    has_optuna = optuna_available()
+    if not has_optuna:
         record["notes"].append(f"{TPE}: not run (optuna missing: pip install "
                                "'xlarank[bench]')")
     # The headline tuner has no prior: a prior is the user's model, and one trained on

@@ -145,9 +145,9 @@ def measure_featurize(path: str, embedding: str | None = None) -> dict:
 
     spec = load_feature_spec(ROOT / "features" / "default.toml")
     if embedding == "gnn":
-        spec = spec.with_gnn()
+        spec = spec.with_weights("gnn")
     elif embedding == "gru":
-        spec = spec.with_gru()
+        spec = spec.with_weights("gru")
     warm = sorted((ROOT.parent / "shared" / "tpugraphs" / "npz" / "layout").rglob("*.npz"))
     if warm:
         featurize_graph(load_graph(min(warm, key=lambda p: p.stat().st_size), configs=False), spec)

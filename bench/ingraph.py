@@ -58,8 +58,9 @@ PEER_PARAMS = dict(n_estimators=300, learning_rate=0.05, num_leaves=31, min_chil
                    verbose=-1)
 RANK_GRAPH = "rank-graph"
 PRIOR = "rank-graph --prior"
-WITH_EMBEDDING = {"rank-graph + gnn (random weights)": IN_GRAPH_SPEC.with_gnn("random:0"),
-                  "rank-graph + gru (random weights)": IN_GRAPH_SPEC.with_gru("random:0")}
+WITH_EMBEDDING = {
+    "rank-graph + gnn (random weights)": IN_GRAPH_SPEC.with_weights("gnn", "random:0"),
+    "rank-graph + gru (random weights)": IN_GRAPH_SPEC.with_weights("gru", "random:0")}
 PIPELINE = "default pipeline in-graph"
 PEER = "peer: raw config columns (LGBMRegressor)"
 RANDOM = "random"

@@ -65,7 +65,7 @@ DEFAULT_NAME = "xlarank default"
 BASELINE_NAME = "peer: config aggregates (XGBoost pairwise)"  # as bench/systems.py
 ENSEMBLE_NAME = "ensemble (models/ensembles/<collection>.toml)"
 GNN_NAME = "xlarank default + gnn columns (random weights)"
-GNN_SPEC = load_feature_spec(ROOT / "features" / "default.toml").with_gnn("random:0")
+GNN_SPEC = load_feature_spec(ROOT / "features" / "default.toml").with_weights("gnn", "random:0")
 TRAINED_GNN_NAME = "xlarank default + gnn columns (trained weights)"
 GNN_EPOCHS = 5
 GM_SPEC = load_feature_spec(ROOT / "features" / "graph-metrics.toml")
@@ -79,7 +79,7 @@ GRU_FEATURES = "default+gru-trained"
 
 def gru_spec(weights: str):
     return dataclasses.replace(load_feature_spec(ROOT / "features" / "default.toml")
-                               .with_gru(weights), name=GRU_FEATURES)
+                               .with_weights("gru", weights), name=GRU_FEATURES)
 
 
 def gru_alone_scores(train: tuple, valid_frame, is_tile: bool) -> np.ndarray:
@@ -103,7 +103,7 @@ def gru_alone_scores(train: tuple, valid_frame, is_tile: bool) -> np.ndarray:
 def hybrid_spec(weights: str):
     """The hybrid's features: the default families, graph_metrics and the gnn columns of
     the given weights."""
-    return dataclasses.replace(GM_SPEC.with_gnn(weights), name=HYBRID_FEATURES)
+    return dataclasses.replace(GM_SPEC.with_weights("gnn", weights), name=HYBRID_FEATURES)
 
 
 def traced_peak_mb(fn) -> float:
@@ -204,8 +204,8 @@ def synthetic(data: Path, work: Path, seeds: list[int]) -> list[dict]:
                                              collection, epochs=GNN_EPOCHS)
         gnn_seconds = time.perf_counter() - started
         save_weights(weights, weights_path)
-        trained_spec = dataclasses.replace(GNN_SPEC.with_gnn(str(weights_path.resolve())),
-                                           name="default+gnn-trained")
+        trained_spec = dataclasses.replace(
+            GNN_SPEC.with_weights("gnn", str(weights_path.resolve())), name="default+gnn-trained")
         gru_path = work / "gru" / f"{collection.slug}.npz"
         started = time.perf_counter()
         gru_weights, gru_history = train_gru_weights(split_files(data, collection, "train"),
@@ -267,8 +267,8 @@ def unet3d(samples: Path, work: Path, seeds: list[int]) -> dict:
                                        allowed={path: allowed})
         weights_path = work / "gnn" / f"unet3d-seed{seed}.npz"
         save_weights(weights, weights_path)
-        trained_spec = dataclasses.replace(GNN_SPEC.with_gnn(str(weights_path.resolve())),
-                                           name="default+gnn-trained")
+        trained_spec = dataclasses.replace(
+            GNN_SPEC.with_weights("gnn", str(weights_path.resolve())), name="default+gnn-trained")
         gru_weights, _ = train_gru_weights([path], collection, seed=seed,
                                            epochs=GNN_EPOCHS * 4, allowed={path: allowed})
         gru_path = work / "gru" / f"unet3d-seed{seed}.npz"

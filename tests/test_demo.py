@@ -36,7 +36,7 @@ def stand_ins(tmp_path: Path) -> list[str]:
     data = tmp_path / "demo-data"
     data.mkdir()
     (data / "synth.json").write_text("{}")
-    os.utime(data / "synth.json", (2**31, 2**31))  # newer than synth.py: not remade
+    os.utime(data / "synth.json", (2**31, 2**31))  # newer than data/synth/: not remade
     return ["-s", "--no-print-directory", "demo", f"VENV={venv}", f"MAKE={pipeline}",
             f"DEMO_DATA={data}", f"DEMO_LOG={tmp_path / 'demo.log'}"]
 

@@ -167,3 +167,44 @@ def test_readme_headline_figures_are_on_the_benchmarks_page():
     missing = sorted(f for f in figures
                      if not re.search(rf"(?<![\w.]){re.escape(f)}(?![\d])", page))
     assert missing == [], "README figures not on docs/benchmarks.md"
+
+
+def layout_map() -> set[str]:
+    """The paths docs/development.md's layout map names (relative to src/xlarank/): files
+    ("data/graph.py") and folders ("cli/"), the path-like words that start an entry line
+    before its description; "features/gru.py, gru_train.py" names both in features/."""
+    text = (DOCS / "development.md").read_text()
+    block = re.search(r"^```\nsrc/xlarank/\n(.*?)^```", text, re.M | re.S).group(1)
+    named = set()
+    for line in block.splitlines():
+        if not line.startswith("  ") or line.startswith("   "):
+            continue  # a description's continuation
+        folder = ""
+        for word in line.split():
+            entry = word.rstrip(",")
+            if not re.fullmatch(r"[\w./]+(\.py|/)", entry):
+                break
+            if "/" in entry.rstrip("/"):
+                folder = entry.rstrip("/").rsplit("/", 1)[0] + "/"
+            elif not entry.endswith("/"):
+                entry = folder + entry
+            named.add(entry)
+    return named
+
+
+def test_the_layout_map_names_every_module_and_only_modules_that_exist():
+    src = ROOT / "src" / "xlarank"
+    named = layout_map()
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src)
+        folders = {f"{parent.as_posix()}/" for parent in rel.parents if parent != Path(".")}
+        if rel.name == "__init__.py":
+            # A package: named as a folder, or through the modules in it (the root's is
+            # the map's first line).
+            inside = rel.parent.as_posix() + "/"
+            assert rel.parent == Path(".") or folders & named or any(
+                entry.startswith(inside) for entry in named), f"the map lacks {rel.parent}/"
+        else:
+            assert rel.as_posix() in named or folders & named, f"the map lacks {rel}"
+    for entry in named:
+        assert (src / entry).exists(), f"docs/development.md's map names {entry}: no such path"

@@ -66,7 +66,7 @@ def test_embeddings_match_networkx_on_real_samples(samples):
 
 
 def test_gnn_columns_vary_between_configs_and_follow_duplicates(samples):
-    spec = DEFAULT.with_gnn()
+    spec = DEFAULT.with_weights("gnn")
     path = next(p for p in samples if p.stem == "unet3d")
     graph = load_graph(path)
     block = featurize_graph(graph, spec)
@@ -83,7 +83,7 @@ def test_gnn_columns_vary_between_configs_and_follow_duplicates(samples):
 
 
 def test_tile_gnn_columns(tiny_data):
-    spec = DEFAULT.with_gnn()
+    spec = DEFAULT.with_weights("gnn")
     path = sorted((tiny_data / "npz" / "tile" / "xla" / "train").glob("*.npz"))[0]
     graph = load_graph(path)
     assert isinstance(graph, TileGraph)
@@ -94,19 +94,20 @@ def test_tile_gnn_columns(tiny_data):
 
 
 def test_spec_hash_and_weights_files(tmp_path):
-    spec = DEFAULT.with_gnn()
+    spec = DEFAULT.with_weights("gnn")
     assert "gnn" in spec.families and spec.hash != DEFAULT.hash
-    assert DEFAULT.with_gnn("random:1").hash != spec.hash
+    assert DEFAULT.with_weights("gnn", "random:1").hash != spec.hash
     weights = random_weights(5)
     path = tmp_path / "w.npz"
     save_weights(weights, path)
-    from_file = DEFAULT.with_gnn(str(path))
+    from_file = DEFAULT.with_weights("gnn", str(path))
     loaded = load_weights(str(path))
     for key in WEIGHT_SHAPES:
         np.testing.assert_array_equal(loaded[key], weights[key])
     hash_before = from_file.hash
     save_weights(random_weights(6), path)
-    assert DEFAULT.with_gnn(str(path)).hash != hash_before  # other content, other features
+    # Other content, other features.
+    assert DEFAULT.with_weights("gnn", str(path)).hash != hash_before
     bad = tmp_path / "bad.npz"
     np.savez(bad, head=np.zeros((2, 2)))
     with pytest.raises(SpecError, match="opcode_embedding"):
@@ -116,7 +117,7 @@ def test_spec_hash_and_weights_files(tmp_path):
     with pytest.raises(SpecError, match="seed"):
         load_feature_spec(text)
     text.write_text('families = ["config_raw", "gnn"]\ngnn = "w.npz"\n')
-    assert load_feature_spec(text).gnn == str(path)
+    assert load_feature_spec(text).weights_for("gnn") == str(path)
 
 
 def test_random_weights_are_seeded():
@@ -148,10 +149,12 @@ def test_featurize_cli_embedding_switch(tiny_data, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.gnn
 @pytest.mark.parametrize("seed", range(4))
 def test_training_network_embeddings_match_numba_on_random_graphs(seed):
     pytest.importorskip("jax")  # in the dev extras, so CI runs this
-    from xlarank.features.gnn_train import GnnModel, GraphBatch
+    from xlarank.features.gnn_train import GnnModel
+    from xlarank.features.jax_common import GraphBatch
 
     rng = np.random.default_rng(seed)
     # Sizes around the padding buckets' edges (8, 16, 32, ...) and graphs without edges.
@@ -168,15 +171,17 @@ def test_training_network_embeddings_match_numba_on_random_graphs(seed):
                                node_embeddings(node_feat, opcode, edges, weights), atol=1e-12)
 
 
+@pytest.mark.gnn
 @pytest.mark.parametrize("slug", ["layout-xla-random", "tile-xla"])
 def test_training_network_computes_the_featurized_columns(tiny_data, tmp_path, slug):
     pytest.importorskip("jax")
-    from xlarank.features.gnn_train import GnnModel, graph_batch
+    from xlarank.features.gnn_train import GnnModel
+    from xlarank.features.jax_common import graph_batch
 
     collection = get_collection(slug)
     weights = random_weights(11)
     save_weights(weights, tmp_path / "w.npz")
-    spec = DEFAULT.with_gnn(str(tmp_path / "w.npz"))
+    spec = DEFAULT.with_weights("gnn", str(tmp_path / "w.npz"))
     model = GnnModel(weights, len(gnn_column_names(collection.is_tile)), 0)
     for path in split_files(tiny_data, collection, "train")[:2]:
         batch = graph_batch(path, collection, spec.k, 10**9, np.random.default_rng(0))
@@ -186,6 +191,7 @@ def test_training_network_computes_the_featurized_columns(tiny_data, tmp_path, s
             columns, block[gnn_column_names(collection.is_tile)].to_numpy(), atol=1e-6)
 
 
+@pytest.mark.gnn
 @pytest.mark.parametrize("slug", ["layout-xla-random", "tile-xla"])
 def test_training_is_seeded_and_lowers_the_loss(tiny_data, slug):
     pytest.importorskip("jax")
@@ -207,11 +213,13 @@ def test_training_is_seeded_and_lowers_the_loss(tiny_data, slug):
 
 # Config counts padded inside training (to 64 and 16, the sizes the other tests compile for
 # these graphs): the padding must not reach the loss.
+@pytest.mark.gnn
 @pytest.mark.parametrize(("slug", "n_configs"), [("layout-xla-random", 35), ("tile-xla", 13)])
 def test_first_training_loss_is_the_pairwise_loss_of_the_start_weights(tiny_data, slug,
                                                                         n_configs):
     pytest.importorskip("jax")
-    from xlarank.features.gnn_train import GnnModel, graph_batch, pairwise_loss, train_gnn_weights
+    from xlarank.features.gnn_train import GnnModel, pairwise_loss, train_gnn_weights
+    from xlarank.features.jax_common import graph_batch
 
     collection = get_collection(slug)
     path = split_files(tiny_data, collection, "train")[0]

@@ -117,11 +117,12 @@ def _trained_like(seed: int):
     return type(weights)({k: v + rng.normal(0, 0.2, v.shape) for k, v in weights.arrays.items()})
 
 
+@pytest.mark.gnn
 @pytest.mark.parametrize("seed", range(4))
 def test_numba_inference_matches_the_jax_network_on_random_graphs(seed):
     pytest.importorskip("jax")
-    from xlarank.features.gnn_train import GraphBatch
     from xlarank.features.gru_train import LAYOUT_COLUMNS, GruModel
+    from xlarank.features.jax_common import GraphBatch
 
     rng = np.random.default_rng(seed)
     # Sizes around the padding buckets' edges, and graphs without edges.
@@ -147,6 +148,7 @@ def test_numba_inference_matches_the_jax_network_on_random_graphs(seed):
                                expected, atol=1e-6)
 
 
+@pytest.mark.gnn
 def test_numba_inference_matches_the_jax_network_on_real_samples(samples):
     pytest.importorskip("jax")
     from xlarank.features.gru_train import GruModel
@@ -168,8 +170,8 @@ def test_numba_inference_matches_the_jax_network_on_real_samples(samples):
 def _batch_of(graph, keep):
     """The training network's arrays of a layout graph's configs ``keep``, as graph_batch
     makes them (test files, whose runtimes are all zero, included)."""
-    from xlarank.features.gnn_train import GraphBatch
     from xlarank.features.gru_train import LAYOUT_COLUMNS
+    from xlarank.features.jax_common import GraphBatch
     from xlarank.features.prune import prune_graph
 
     pruned, _ = prune_graph(graph, CONTEXT_HOPS)
@@ -182,16 +184,17 @@ def _batch_of(graph, keep):
                       target=np.arange(1.0, len(keep) + 1))
 
 
+@pytest.mark.gnn
 @pytest.mark.parametrize("slug", ["layout-xla-random", "tile-xla"])
 def test_family_columns_are_the_networks(tiny_data, tmp_path, slug):
     pytest.importorskip("jax")
-    from xlarank.features.gnn_train import graph_batch
     from xlarank.features.gru_train import GruModel, gru_graph_batch_options
+    from xlarank.features.jax_common import graph_batch
 
     collection = get_collection(slug)
     weights = _trained_like(11)
     save_weights(weights, tmp_path / "w.npz")
-    spec = DEFAULT.with_gru(str(tmp_path / "w.npz"))
+    spec = DEFAULT.with_weights("gru", str(tmp_path / "w.npz"))
     names = gru_column_names(collection.is_tile)
     model = GruModel(weights, len(names), 0)
     for path in split_files(tiny_data, collection, "train")[:2]:
@@ -209,7 +212,7 @@ def test_family_columns_are_the_networks(tiny_data, tmp_path, slug):
 def test_gru_columns_vary_between_configs_and_follow_duplicates(samples):
     path = next(p for p in samples if p.stem == "unet3d")
     graph = load_graph(path)
-    values = featurize_graph(graph, DEFAULT.with_gru())[gru_column_names(False)].to_numpy()
+    values = featurize_graph(graph, DEFAULT.with_weights("gru"))[gru_column_names(False)].to_numpy()
     assert values.shape == (graph.n_configs, 2 * GRU_HIDDEN) and np.isfinite(values).all()
     assert len(np.unique(values, axis=0)) > 100
     flat = graph.node_config_feat.reshape(graph.n_configs, -1)
@@ -218,12 +221,14 @@ def test_gru_columns_vary_between_configs_and_follow_duplicates(samples):
 
 
 def test_weights_files_and_spec_hash(tmp_path):
-    spec = DEFAULT.with_gru()
+    spec = DEFAULT.with_weights("gru")
     assert spec.families[-1] == "gru" and spec.name == "default+gru"
-    assert spec.hash not in (DEFAULT.hash, DEFAULT.with_gnn().hash)
-    assert DEFAULT.with_gru("random:1").hash != spec.hash
+    assert spec.hash not in (DEFAULT.hash, DEFAULT.with_weights("gnn").hash)
+    assert DEFAULT.with_weights("gru", "random:1").hash != spec.hash
     # gru weights only count when the family is in.
-    assert DEFAULT.with_gnn().hash == dataclasses.replace(DEFAULT.with_gnn(), gru="x.npz").hash
+    with_gnn = DEFAULT.with_weights("gnn")
+    assert with_gnn.hash == dataclasses.replace(
+        with_gnn, weights=(*with_gnn.weights, ("gru", "x.npz"))).hash
     weights = random_gru_weights(5)
     path = tmp_path / "w.npz"
     save_weights(weights, path)
@@ -231,9 +236,10 @@ def test_weights_files_and_spec_hash(tmp_path):
     for key, shape in GRU_WEIGHT_SHAPES.items():
         np.testing.assert_array_equal(loaded[key], weights[key])
         assert loaded[key].shape == shape
-    hash_before = DEFAULT.with_gru(str(path)).hash
+    hash_before = DEFAULT.with_weights("gru", str(path)).hash
     save_weights(random_gru_weights(6), path)
-    assert DEFAULT.with_gru(str(path)).hash != hash_before  # other content, other features
+    # Other content, other features.
+    assert DEFAULT.with_weights("gru", str(path)).hash != hash_before
     with pytest.raises(SpecError, match="gru weights need opcode_scale"):
         bad = tmp_path / "bad.npz"
         np.savez(bad, head=np.zeros((2, 2)))
@@ -244,7 +250,8 @@ def test_weights_files_and_spec_hash(tmp_path):
         load_feature_spec(text)
     text.write_text('families = ["config_raw", "gru"]\ngru = "w.npz"\n')
     loaded_spec = load_feature_spec(text)
-    assert loaded_spec.gru == str(path) and loaded_spec.gnn == "random:0"
+    assert loaded_spec.weights_for("gru") == str(path)
+    assert loaded_spec.weights_for("gnn") == "random:0"
     assert type(loaded_spec).from_dict(loaded_spec.to_dict()) == loaded_spec
 
 
@@ -286,17 +293,18 @@ def test_featurize_cli_embedding_gru(tiny_data, tmp_path):
 
 
 # Config counts padded inside training (to 64 and 16): the padding must not reach the loss.
+@pytest.mark.gnn
 @pytest.mark.parametrize(("slug", "n_configs"), [("layout-xla-random", 35), ("tile-xla", 13)])
 def test_first_training_loss_is_the_centred_mse_of_the_start_weights(tiny_data, slug,
                                                                      n_configs):
     pytest.importorskip("jax")
-    from xlarank.features.gnn_train import graph_batch
     from xlarank.features.gru_train import (
         GruModel,
         centred_mse,
         gru_graph_batch_options,
         train_gru_weights,
     )
+    from xlarank.features.jax_common import graph_batch
 
     collection = get_collection(slug)
     path = split_files(tiny_data, collection, "train")[0]
@@ -320,8 +328,8 @@ def test_first_training_loss_is_the_centred_mse_of_the_start_weights(tiny_data, 
 @pytest.mark.parametrize("slug", ["layout-xla-random", "tile-xla"])
 def test_training_is_seeded_lowers_the_loss_and_numba_follows(tiny_data, slug):
     pytest.importorskip("jax")
-    from xlarank.features.gnn_train import graph_batch
     from xlarank.features.gru_train import GruModel, gru_graph_batch_options, train_gru_weights
+    from xlarank.features.jax_common import graph_batch
 
     collection = get_collection(slug)
     files = split_files(tiny_data, collection, "train")

@@ -107,7 +107,7 @@ def test_gru_and_hybrid_train_across_graphs_and_the_same_seed_gives_the_same_sco
 def test_measured_batches_hold_every_measured_config_once_with_its_measured_runtime(
         samples):
     pytest.importorskip("jax")
-    from xlarank.features.gnn_train import measured_batches
+    from xlarank.features.jax_common import measured_batches
 
     graph, measured, _, _ = unet3d_split(sample(samples, UNET3D), 0.2, 1)
     # Runtimes the file does not hold, one per config: each must reach exactly one batch.

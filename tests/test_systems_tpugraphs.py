@@ -36,7 +36,7 @@ UNET3D = SAMPLES / "npz" / "layout" / "xla" / "default" / "train" / "unet3d.npz"
 @pytest.fixture(scope="module")
 def jnp():
     pytest.importorskip("jax")
-    from xlarank.features.gnn_train import require_jax
+    from xlarank.compat import require_jax
 
     return require_jax().numpy
 
@@ -244,7 +244,7 @@ def test_forward_matches_plain_references_and_padding_changes_nothing(jnp):
 def test_segment_pass_keeps_forward_values_and_bounds_gradients(jnp):
     import jax
 
-    from xlarank.systems.tpugraphs_gnn import _objective
+    from xlarank.systems.tpugraphs_gnn.train import _objective
 
     rng = np.random.default_rng(5)
     keep = 8

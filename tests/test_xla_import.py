@@ -302,6 +302,7 @@ def test_cli_import_writes_the_tree_and_refuses_a_foreign_folder(tmp_path):
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "xla.md"
 
 
+@pytest.mark.gnn
 @pytest.mark.slow
 def test_the_jax_walk_through_runs_as_written(tmp_path):
     pytest.importorskip("jax")

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from xlarank.compat import require_dask
 from xlarank.errors import XlarankError
 from xlarank.files import input_path
 from xlarank.frame import read_keys, read_meta, row_group_graph_sizes
@@ -30,20 +31,11 @@ from xlarank.rank.spec import RankerSpec
 from xlarank.rank.train import build_card, check_trainable, training_arrays
 
 
-def _require_dask():
-    try:
-        import distributed
-    except ImportError:
-        raise XlarankError("the Dask engine needs the dask extra: pip install 'xlarank[dask]'") \
-            from None
-    return distributed
-
-
 @contextmanager
 def dask_client(scheduler: str | None = None, workers: int = 2) -> Iterator[object]:
     """A Dask client: connected to ``scheduler`` if given, else to a local cluster of
     ``workers`` single-threaded processes on loopback, closed on exit."""
-    distributed = _require_dask()
+    distributed = require_dask()
     if scheduler:
         try:
             client = distributed.Client(scheduler, timeout="20s")

@@ -40,14 +40,9 @@ from xlarank.data.origin import files_origin
 from xlarank.engine import map_ordered
 from xlarank.errors import BadGraphError, XlarankError
 from xlarank.features.build import feature_names, featurize_graph
-from xlarank.features.embedding import load_weights
-from xlarank.features.gru import load_gru_weights
-from xlarank.features.spec import FeatureSpec, load_feature_spec
+from xlarank.features.spec import FeatureSpec, load_feature_spec, weighted_families
 from xlarank.frame import frame_schema, write_frame
 from xlarank.specs import spec_path
-
-# The embedding families `featurize --embedding` adds, each with its weights loader.
-EMBEDDINGS = {"gnn": load_weights, "gru": load_gru_weights}
 
 
 @dataclass(frozen=True)
@@ -223,26 +218,30 @@ def _featurize_locked(paths, out: Path, collection: Collection, split: str | Non
 
 
 def resolve_feature_spec(path: str | Path, embedding: str | None = None,
-                         gnn_weights: str | None = None,
-                         gru_weights: str | None = None) -> FeatureSpec:
+                         weights: dict[str, str | None] | None = None) -> FeatureSpec:
     """The feature spec at ``path`` (a file, or a packaged spec's name:
-    `xlarank.specs.spec_path`), plus the gnn (gru) family when ``embedding`` is "gnn"
-    ("gru") or ``gnn_weights`` (``gru_weights``: "random:SEED" or a weights .npz) is given.
-    A bad weights file is refused here, before any work."""
+    `xlarank.specs.spec_path`), plus a family with trained weights (`weighted_families`:
+    gnn, gru) when ``embedding`` names it or ``weights`` gives its weights field a source
+    ("random:SEED" or a weights .npz; ``--<field>-weights``). A bad weights file is
+    refused here, before any work."""
     spec = load_feature_spec(spec_path(path, "feature"))
-    if embedding not in (None, *EMBEDDINGS):
+    embeddings = {family.name: field for field, family in weighted_families().items()}
+    if embedding not in (None, *embeddings):
         raise XlarankError(f"--embedding {embedding!r}: the embeddings are "
-                           f"{', '.join(map(repr, EMBEDDINGS))}")
-    for family, weights in (("gnn", gnn_weights), ("gru", gru_weights)):
-        if weights is not None and embedding != family and family not in spec.families:
-            raise XlarankError(f"--{family}-weights needs --embedding {family} or a spec with "
-                               f"the {family} family")
-        if embedding == family or weights is not None:
-            weights = weights or getattr(spec, family)
-            if not weights.startswith("random:"):
-                weights = str(Path(weights).resolve())
-            spec = spec.with_gnn(weights) if family == "gnn" else spec.with_gru(weights)
-            EMBEDDINGS[family](weights)
+                           f"{', '.join(map(repr, embeddings))}")
+    weights = weights or {}
+    for field, family in weighted_families().items():
+        source = weights.get(field)
+        name = family.name
+        if source is not None and embedding != name and name not in spec.families:
+            raise XlarankError(f"--{field}-weights needs --embedding {name} or a spec with "
+                               f"the {name} family")
+        if embedding == name or source is not None:
+            source = source or spec.weights_for(field)
+            if not source.startswith("random:"):
+                source = str(Path(source).resolve())
+            spec = spec.with_weights(field, source)
+            family.load_weights(source)
     return spec
 
 

@@ -151,7 +151,8 @@ def featurize(
 
     with _user_errors():
         use_threads(threads)
-        feature_spec = resolve_feature_spec(spec, embedding, gnn_weights, gru_weights)
+        feature_spec = resolve_feature_spec(spec, embedding,
+                                            {"gnn": gnn_weights, "gru": gru_weights})
         jobs = frame_jobs(data, feature_spec, collection, split, out, out_dir)
         check_outputs([job.out for job in jobs],
                       [Input(data, NPZ), *_named_files([spec, gnn_weights, gru_weights])])

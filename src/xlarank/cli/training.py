@@ -47,32 +47,26 @@ def gnn_train(
     """Train the gnn or gru family's weights (needs jax: pip install 'xlarank[gnn]');
     featurize with them by --gnn-weights or --gru-weights, without jax."""
     from xlarank.features.embedding import save_weights
+    from xlarank.features.families import weighted_families
 
     with _user_errors():
         check_outputs([out], [Input(data, NPZ)])
-        if embedding not in ("gnn", "gru"):
-            raise XlarankError(f"--embedding {embedding!r}: the embeddings are 'gnn', 'gru'")
+        trainable = {f.name: f for f in weighted_families().values()}
+        if embedding not in trainable:
+            raise XlarankError(f"--embedding {embedding!r}: the embeddings are "
+                               f"{', '.join(map(repr, trainable))}")
+        family = trainable[embedding]
         chosen = get_collection(collection)
         files = split_files(data, chosen, "train")
         if not files:
             raise XlarankError(f"{data}: no npz files for {chosen.id} train")
         with _progress(f"{embedding} epochs", epochs) as tick:
-            if embedding == "gru":
-                from xlarank.features.gru_train import train_gru_weights
-
-                weights, history = train_gru_weights(
-                    files, chosen, seed, epochs, configs_per_graph,
-                    on_epoch=lambda epoch, loss: tick())
-            else:
-                from xlarank.features.gnn_train import train_gnn_weights
-
-                weights, history = train_gnn_weights(
-                    files, chosen, k, seed, epochs, configs_per_graph,
-                    on_epoch=lambda epoch, loss: tick())
+            weights, history = family.train_weights(
+                files, chosen, k, seed, epochs, configs_per_graph,
+                on_epoch=lambda epoch, loss: tick())
         save_weights(weights, out)
-    loss = "pairwise loss" if embedding == "gnn" else "centred log-runtime mse"
-    console.print(f"trained {embedding} weights on {len(files)} {chosen.id} graphs, {loss} "
-                  f"{history[0]:.4f} -> {history[-1]:.4f} -> {out}")
+    console.print(f"trained {embedding} weights on {len(files)} {chosen.id} graphs, "
+                  f"{family.loss} {history[0]:.4f} -> {history[-1]:.4f} -> {out}")
 
 @app.command()
 def train(

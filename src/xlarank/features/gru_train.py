@@ -6,7 +6,7 @@ The loss is the mean squared error of log runtime (tile: log of runtime / normal
 with prediction and target each centred per graph over its sampled configs: runtimes of
 different graphs differ by orders of magnitude, which no per-config column should have to
 explain, and a ranker only uses the order within a graph. Configs are sampled, padded,
-batched and stepped by Adam with `xlarank.features.gnn_train`'s helpers, in float64.
+batched and stepped by Adam with `xlarank.features.jax_common`'s helpers, in float64.
 """
 
 from __future__ import annotations
@@ -19,18 +19,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from xlarank.compat import require_jax
 from xlarank.data.collections import Collection
 from xlarank.data.graph import TileGraph
 from xlarank.features.embedding import GnnWeights
-from xlarank.features.gnn_train import (
-    GraphBatch,
-    fit,
-    float64_context,
-    message_layer,
-    padded_arrays,
-    require_jax,
-    sampled_batches,
-)
 from xlarank.features.gru import (
     CONTEXT_HOPS,
     GRU_HIDDEN,
@@ -39,6 +31,14 @@ from xlarank.features.gru import (
     config_segments,
     gru_column_names,
     random_gru_weights,
+)
+from xlarank.features.jax_common import (
+    GraphBatch,
+    fit,
+    float64_context,
+    message_layer,
+    padded_arrays,
+    sampled_batches,
 )
 from xlarank.seeds import check_seed
 
@@ -253,7 +253,7 @@ def fit_gru(batches: list[GraphBatch], is_tile: bool, seed: int, epochs: int,
             on_epoch: Callable[[int, float], None] | None = None,
             valid: list[GraphBatch] = ()) -> FittedGru:
     """The network and its readout trained end to end from random:SEED on the batches
-    (`gru_batches`, or `gnn_train.measured_batches` inside one graph)."""
+    (`gru_batches`, or `jax_common.measured_batches` inside one graph)."""
     require_jax()
     model = GruModel(random_gru_weights(seed), len(gru_column_names(is_tile)), seed)
     valid_history: list[float] = []

@@ -16,8 +16,8 @@ from xlarank.files import read_structured
 # schema are then refused instead of being mixed.
 FEATURE_SCHEMA_VERSION = 5
 
-DEFAULT_GNN = "random:0"
-DEFAULT_GRU = "random:0"
+# The weights of a family that has them, unless the spec says otherwise.
+DEFAULT_WEIGHTS = "random:0"
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
 
@@ -28,11 +28,27 @@ class FeatureSpec:
     name: str
     families: tuple[str, ...]
     k: int = 2
-    # The gnn family's weights: "random:SEED" (fixed random projections, no training) or
-    # the path of a weights .npz. Unused without that family.
-    gnn: str = DEFAULT_GNN
-    # The gru family's weights, as gnn's.
-    gru: str = DEFAULT_GRU
+    # The weights of the spec's families that have them (`weighted_families`: the gnn
+    # and gru families), as (field, source) pairs: "random:SEED" (fixed random
+    # projections, no training) or the path of a weights .npz. A family not listed has
+    # DEFAULT_WEIGHTS; pairs of families the spec does not hold are dropped.
+    weights: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self):
+        given = dict(self.weights)
+        kept = tuple((field, str(given[field])) for field, family in weighted_families().items()
+                     if family.name in self.families and field in given
+                     and given[field] != DEFAULT_WEIGHTS)
+        object.__setattr__(self, "weights", kept)
+
+    def weights_for(self, field: str) -> str:
+        """The weights in ``field`` (a family's ``weights``), DEFAULT_WEIGHTS if unset."""
+        return dict(self.weights).get(field, DEFAULT_WEIGHTS)
+
+    def _weighted(self) -> list[str]:
+        """The weights fields of this spec's families that have weights, in registry order."""
+        return [field for field, family in weighted_families().items()
+                if family.name in self.families]
 
     @property
     def hash(self) -> str:
@@ -40,45 +56,40 @@ class FeatureSpec:
         with the same content are the same features."""
         content = {"families": list(self.families), "k": self.k,
                    "schema": FEATURE_SCHEMA_VERSION}
-        if "gnn" in self.families:
-            content["gnn"] = weights_identity(self.gnn, "gnn")
-        if "gru" in self.families:
-            content["gru"] = weights_identity(self.gru, "gru")
+        for field in self._weighted():
+            content[field] = weights_identity(self.weights_for(field), field)
         text = json.dumps(content, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
         out = {"name": self.name, "families": list(self.families), "k": self.k,
                "hash": self.hash, "schema": FEATURE_SCHEMA_VERSION}
-        for family in ("gnn", "gru"):
-            if family in self.families:
-                out[family] = getattr(self, family)
+        for field in self._weighted():
+            out[field] = self.weights_for(field)
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> FeatureSpec:
         """The spec that `to_dict` wrote (frame metadata, model cards): name, families, k
-        gnn and gru (default random:0); the hash and schema there are not read back."""
+        and each weights field (default random:0); the hash and schema there are not read
+        back."""
         return cls(str(data["name"]), tuple(data["families"]), int(data.get("k", 2)),
-                   str(data.get("gnn") or DEFAULT_GNN), str(data.get("gru") or DEFAULT_GRU))
+                   tuple((field, str(data.get(field) or DEFAULT_WEIGHTS))
+                         for field in weighted_families()))
 
-    def with_gnn(self, weights: str = DEFAULT_GNN) -> FeatureSpec:
-        """This spec plus the gnn family (if missing) with the given weights."""
-        return self._with_embedding("gnn", weights)
-
-    def with_gru(self, weights: str = DEFAULT_GRU) -> FeatureSpec:
-        """This spec plus the gru family (if missing) with the given weights."""
-        return self._with_embedding("gru", weights)
-
-    def _with_embedding(self, family: str, weights: str) -> FeatureSpec:
+    def with_weights(self, field: str, weights: str = DEFAULT_WEIGHTS) -> FeatureSpec:
+        """This spec plus the family whose weights are in ``field`` (if missing), with the
+        given weights."""
+        family = weighted_families()[field].name
         present = family in self.families
         return dataclasses.replace(
             self, name=self.name if present else f"{self.name}+{family}",
             families=self.families if present else (*self.families, family),
-            **{family: weights})
+            weights=(*self.weights, (field, weights)) if weights != DEFAULT_WEIGHTS
+            else tuple(pair for pair in self.weights if pair[0] != field))
 
 
-def weights_identity(weights: str, family: str = "gnn") -> str:
+def weights_identity(weights: str, family: str) -> str:
     """What a family's weights are, for the spec hash: random:SEED as is, a weights file by
     the sha256 of its content (so retrained weights make other features)."""
     if weights.startswith("random:"):
@@ -99,9 +110,18 @@ def known_families() -> dict:
     return FAMILIES
 
 
+def weighted_families() -> dict:
+    """The families with trained weights, by the spec field that holds them (each such
+    family's ``weights``; `xlarank.features.families.weighted_families`)."""
+    from xlarank.features.families import weighted_families
+
+    return weighted_families()
+
+
 def load_feature_spec(path: str | Path) -> FeatureSpec:
     """Read a feature spec TOML: ``name`` and ``families`` (a list drawn from the family
-    registry), optionally ``k``, ``gnn`` and ``gru``."""
+    registry), optionally ``k`` and the weights field of each family that has one
+    (``gnn``, ``gru``)."""
     path = Path(path)
     raw = read_structured(path, "feature spec", SpecError)
     families = raw.get("families")
@@ -114,18 +134,19 @@ def load_feature_spec(path: str | Path) -> FeatureSpec:
     k = raw.get("k", 2)
     if not isinstance(k, int) or not 0 <= k <= 8:
         raise SpecError(f"{path}: 'k' (neighbourhood radius in hops) must be an integer in 0..8")
-    unknown_keys = set(raw) - {"name", "families", "k", "gnn", "gru"}
+    fields = list(weighted_families())
+    unknown_keys = set(raw) - {"name", "families", "k", *fields}
     if unknown_keys:
         raise SpecError(f"{path}: unknown keys {sorted(unknown_keys)}; known: name, families, "
-                        "k, gnn, gru")
+                        f"k, {', '.join(fields)}")
     name = raw.get("name", path.stem)
     # The name becomes a folder (features/frames/<name>): a plain one cannot leave it.
     if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
         raise SpecError(f"{path}: 'name' {name!r} must be a plain name: letters, digits, "
                         "'-', '_' and '.', not starting with '.'")
     return FeatureSpec(name=name, families=tuple(families), k=k,
-                       gnn=_weights_source(raw, "gnn", path),
-                       gru=_weights_source(raw, "gru", path))
+                       weights=tuple((field, _weights_source(raw, field, path))
+                                     for field in fields))
 
 
 def _weights_source(raw: dict, key: str, path: Path) -> str:

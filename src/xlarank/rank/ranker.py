@@ -25,7 +25,7 @@ from xlarank import __version__
 from xlarank.atomic import atomic_dir
 from xlarank.data.collections import COLLECTIONS
 from xlarank.errors import BadModelError, MismatchError
-from xlarank.features.spec import FeatureSpec
+from xlarank.features.spec import FeatureSpec, weighted_families
 from xlarank.files import read_structured
 from xlarank.frame import FrameMeta
 from xlarank.rank.boosters import BOOSTERS, BoosterLibrary, get_library
@@ -35,8 +35,12 @@ MODEL_FORMAT = 1
 CARD_FILE = "card.json"
 # The "kind" of an ensemble's card (`xlarank.rank.ensemble`); a ranker's card has none.
 ENSEMBLE_KIND = "ensemble"
-# Trained weights of an embedding family, copied beside the model: family to file name.
-WEIGHTS_FILES = {"gnn": "gnn_weights.npz", "gru": "gru_weights.npz"}
+
+
+def weights_files() -> dict[str, str]:
+    """Trained weights of the families that have them, copied beside the model: the spec's
+    weights field (`weighted_families`) to file name."""
+    return {field: f"{field}_weights.npz" for field in weighted_families()}
 
 
 # What every card holds, key by key: a type, or a nested table of the same kind. Cards
@@ -221,7 +225,7 @@ class Ranker:
                                 f"{len(names)} the booster was trained on, in its order; the "
                                 "card was altered")
         ranker = cls(card=card, booster=booster, directory=directory)
-        for family in WEIGHTS_FILES:  # a weights path outside the directory: refused now
+        for family in weights_files():  # a weights path outside the directory: refused now
             ranker._weights_source(family)
         return ranker
 
@@ -239,7 +243,7 @@ class Ranker:
         features = self.card["features"]
         try:
             spec = FeatureSpec.from_dict({**features, **{family: self._weights_source(family)
-                                                         for family in WEIGHTS_FILES}})
+                                                         for family in weights_files()}})
             spec.hash  # noqa: B018 (families or k of the wrong type fail here)
         except (TypeError, ValueError) as exc:
             raise BadModelError(f"{self.directory}: card field features is malformed "
@@ -310,9 +314,10 @@ class Ranker:
             self.library.save(self.booster, tmp / card["model_file"])
             # Checked at load (`checked_model_file`) before the library reads the file.
             card = {**card, "model_sha256": file_sha256(tmp / card["model_file"])}
-            for family, name in WEIGHTS_FILES.items():
+            for family, name in weights_files().items():
                 source = (self._weights_source(family)
-                          if family in card["features"]["families"] else None)
+                          if weighted_families()[family].name in card["features"]["families"]
+                          else None)
                 if source is not None and not source.startswith("random:"):
                     shutil.copyfile(source, tmp / name)
                     card = {**card, "features": {**card["features"], family: name}}

@@ -59,9 +59,9 @@ class GruSystem(RankingSystem):
                                  valid=valid))
 
     def fit_graph(self, graph, runtime, on_epoch=None):
-        from xlarank.features.gnn_train import measured_batches
         from xlarank.features.gru import CONTEXT_HOPS
         from xlarank.features.gru_train import fit_gru, gru_graph_batch_options
+        from xlarank.features.jax_common import measured_batches
 
         s = self.settings()
         rng = np.random.default_rng(self.seed)

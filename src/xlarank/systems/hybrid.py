@@ -44,7 +44,8 @@ def _specs(weights: Path):
     from xlarank.specs import spec_path
 
     features = load_feature_spec(spec_path(FEATURE_SPEC, "feature"))
-    features = dataclasses.replace(features.with_gnn(str(weights.resolve())), name="hybrid")
+    features = dataclasses.replace(features.with_weights("gnn", str(weights.resolve())),
+                                   name="hybrid")
     booster = load_ranker_spec(spec_path(BOOSTER_SPEC, "booster"))
     return features, dataclasses.replace(booster, features=features.name)
 
@@ -88,7 +89,8 @@ class HybridSystem(RankingSystem):
     def fit_graph(self, graph, runtime, on_epoch=None):
         from xlarank.features import featurize_graph
         from xlarank.features.embedding import save_weights
-        from xlarank.features.gnn_train import fit_gnn, measured_batches
+        from xlarank.features.gnn_train import fit_gnn
+        from xlarank.features.jax_common import measured_batches
         from xlarank.frame import FrameMeta
         from xlarank.rank.train import train_ranker
 

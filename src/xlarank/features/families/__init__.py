@@ -4,6 +4,9 @@ A family is one object (see `Family`) with ``name``, ``description``,
 ``names(spec, is_tile)``, ``prepare(graph, tables, spec)`` (once per graph) and
 ``columns(prepared, configs)`` (once per config batch). Adding a family is adding a module
 here (plus its kernel, its reference in tests/naive.py and its test): the registry finds it.
+A family with trained weights says so itself (``weights``, ``load_weights`` and
+``train_weights``); the spec, featurize, model folders and ``gnn-train`` find it by
+`weighted_families`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,14 @@ class Family(Protocol):
     its `xlarank.features.tables.GraphTables`. columns(prepared, configs): float32 (b,
     len(names)) for a batch of distinct configs: layout int8 (b, nc, 18), tile float32
     (b, 24).
+
+    A family with trained weights also has ``weights``: the name of the spec field that
+    holds them ("random:SEED" or a weights .npz; featurize's ``--<weights>-weights``;
+    ``<weights>_weights.npz`` in a model folder), ``load_weights(source)`` (the weights,
+    refusing a bad file) and ``train_weights(files, collection, k, seed, epochs,
+    configs_per_graph, on_epoch)`` (needs jax; returns the weights and each epoch's loss)
+    with ``loss`` naming what it minimises. Families without weights have ``weights``
+    None or no such attribute.
     """
 
     name: str
@@ -49,3 +60,9 @@ FAMILIES: dict[str, Family] = _discover()
 
 def get_family(name: str) -> Family:
     return FAMILIES[name]
+
+
+def weighted_families() -> dict[str, Family]:
+    """The families with trained weights, by their ``weights`` field, in registry order."""
+    return {family.weights: family for family in FAMILIES.values()
+            if getattr(family, "weights", None)}

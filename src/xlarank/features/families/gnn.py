@@ -20,6 +20,9 @@ from xlarank.kernels.configs import layout_embedding_join, layout_embedding_tabl
 
 class GnnFamily:
     name = "gnn"
+    # Trained weights, in the spec's ``gnn`` field (`xlarank.features.families.Family`).
+    weights = "gnn"
+    loss = "pairwise loss"
     description = ("a small message-passing network's node embeddings over the pruned graph: "
                    "layout, each configurable node's embedding modulated by the config's "
                    "layout of it, mean and max over those nodes; tile, joined with the tile "
@@ -29,7 +32,7 @@ class GnnFamily:
         return gnn_column_names(is_tile)
 
     def prepare(self, graph, tables, spec):
-        weights = load_weights(spec.gnn)
+        weights = load_weights(spec.weights_for(self.weights))
         if isinstance(graph, TileGraph):
             return True, (graph, tables, weights)
         table = layout_embedding_table(layout_node_heads(graph, spec.k, weights),
@@ -42,6 +45,16 @@ class GnnFamily:
             graph, tables, weights = state
             return tile_columns(graph, tables.tile_joined(configs), weights)
         return layout_embedding_join(configs, state, LAYOUT_POSITIONS)
+
+    def load_weights(self, source: str):
+        return load_weights(source)
+
+    def train_weights(self, files, collection, k, seed, epochs, configs_per_graph,
+                      on_epoch=None):
+        from xlarank.features.gnn_train import train_gnn_weights
+
+        return train_gnn_weights(files, collection, k, seed, epochs, configs_per_graph,
+                                 on_epoch=on_epoch)
 
 
 FAMILY = GnnFamily()

@@ -1,0 +1,67 @@
+"""Optional dependencies, checked in one place (as LightGBM's ``compat.py`` does).
+
+The base install never needs these, and ``import xlarank`` (so the CLI's ``--help``) never
+imports them: each is imported on first use, inside the function that needs it, through
+one of the functions here. They return the module, or raise `XlarankError` naming the
+extra to install.
+
+- jax (``xlarank[gnn]``): training the gnn and gru families' weights, the GNN systems.
+- dask and distributed (``xlarank[dask]``): the Dask engine.
+- optuna (``xlarank[bench]``): bench/autotune.py's TPE peer, which is skipped without it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from xlarank.errors import XlarankError
+
+
+def require_jax():
+    """jax, imported with its CPU threads set to this process's chosen count
+    (`xlarank.threads`): XLA reads them from XLA_FLAGS once, when jax starts, so a count
+    chosen after jax started in this process cannot change them."""
+    if "jax" not in sys.modules:
+        from xlarank.threads import chosen_threads
+
+        os.environ["XLA_FLAGS"] = _xla_thread_flags(os.environ.get("XLA_FLAGS", ""),
+                                                    chosen_threads())
+    try:
+        import jax
+    except ImportError:
+        raise XlarankError("training embedding weights (gnn, gru) needs jax: pip install "
+                           "'xlarank[gnn]'") from None
+    return jax
+
+
+def _xla_thread_flags(flags: str, threads: int) -> str:
+    """XLA_FLAGS with the CPU backend held to ``threads``: one thread turns off Eigen's
+    multi-threading and sizes the intra-op pool to 1; more sizes that pool. Flags the user
+    set already win."""
+    wanted = {"--xla_cpu_multi_thread_eigen": "false" if threads == 1 else "true",
+              "intra_op_parallelism_threads": str(threads)}
+    given = flags.split()
+    for key, value in wanted.items():
+        if not any(part.lstrip("-").startswith(key.lstrip("-")) for part in given):
+            given.append(f"{key}={value}")
+    return " ".join(given)
+
+
+def require_dask():
+    """distributed (Dask's scheduler and client), for the Dask engine."""
+    try:
+        import distributed
+    except ImportError:
+        raise XlarankError("the Dask engine needs the dask extra: pip install 'xlarank[dask]'") \
+            from None
+    return distributed
+
+
+def optuna_available() -> bool:
+    """Whether optuna imports (bench/autotune.py runs its TPE peer only then)."""
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        return False
+    return True
