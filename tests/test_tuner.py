@@ -16,7 +16,7 @@ from xlarank.cli import app
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import load_graph
 from xlarank.rank.ingraph import IN_GRAPH_SPEC
-from xlarank.rank.measured import config_columns, distinct_configs
+from xlarank.rank.measured import config_columns, distinct_configs, read_measured_state
 from xlarank.rank.tuner import (
     COLD_START,
     EXPLOIT,
@@ -28,7 +28,6 @@ from xlarank.rank.tuner import (
     expected_random_draws,
     make_strategy,
     parse_strategy_options,
-    read_measured_state,
     suggestions,
 )
 

@@ -25,6 +25,11 @@ minus the log of its measured median runtime; an unmeasured config's is minus th
 runtime a measured config at its predicted place would have (its score's place among the
 measured configs' own predicted scores, read off their measured runtimes), so both sit
 on one scale and interleave, and the measured configs keep the order of their runtimes.
+
+What was measured (the CSV, repeats and copies merged, the graph's distinct configs, the
+ranked table) is `xlarank.rank.measured`'s; this module is the booster: its inputs, its
+fit through the LightGBM adapter (`fit_booster`) and `rank_runtimes`, the one in-graph
+path of xlarank.
 """
 
 from __future__ import annotations

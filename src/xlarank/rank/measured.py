@@ -116,6 +116,27 @@ def _read_table(path) -> pd.DataFrame:
     return table
 
 
+def read_measured_state(path: str | Path | None) -> pd.DataFrame:
+    """The measured table a tuner resumes from: `read_measured`'s, or an empty table
+    (config_index, runtime) for no path or an empty file (a header-only CSV reads as
+    empty by itself)."""
+    if path is None or _blank(path):
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in
+                             zip(MEASURED_COLUMNS, (np.int64, np.float64))})
+    return read_measured(path)
+
+
+def _blank(path: str | Path) -> bool:
+    """Whether the measured CSV at ``path`` holds nothing but white space (bytes, so a
+    file that is not UTF-8 is `read_measured`'s to refuse); False where it cannot be
+    opened (`read_measured` says why)."""
+    try:
+        with open_regular(measured_path(path), "measured runtimes CSV") as handle:
+            return not handle.read().strip()
+    except (BadInputError, OSError):
+        return False
+
+
 def check_measured(measured: pd.DataFrame, where: str = "measured") -> pd.DataFrame:
     """Measured rows with whole config indices and finite positive runtimes, else
     `MeasuredError` naming ``where`` and the first bad row."""

@@ -48,9 +48,8 @@ import numpy as np
 import pandas as pd
 
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
-from xlarank.errors import BadInputError, XlarankError
+from xlarank.errors import XlarankError
 from xlarank.features.build import featurize_graph
-from xlarank.files import open_regular
 from xlarank.rank.ingraph import (
     IN_GRAPH_BOOSTER,
     booster_gain,
@@ -61,14 +60,12 @@ from xlarank.rank.ingraph import (
     rank_target,
 )
 from xlarank.rank.measured import (
-    MEASURED_COLUMNS,
     MeasuredError,
     check_known,
     check_measured,
     config_columns,
     distinct_configs,
-    measured_path,
-    read_measured,
+    read_measured_state,
     varying_columns,
 )
 from xlarank.seeds import check_seed
@@ -487,27 +484,6 @@ def suggestions(index, score, uncertainty, reason) -> pd.DataFrame:
                          "score": np.asarray(score, np.float64),
                          "uncertainty": np.asarray(uncertainty, np.float64),
                          "reason": pd.Series(reason, dtype=object)})
-
-
-def read_measured_state(path: str | Path | None) -> pd.DataFrame:
-    """The measured table a tuner resumes from: `read_measured`'s, or an empty table
-    (config_index, runtime) for no path or an empty file (a header-only CSV reads as
-    empty by itself)."""
-    if path is None or _blank(path):
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in
-                             zip(MEASURED_COLUMNS, (np.int64, np.float64))})
-    return read_measured(path)
-
-
-def _blank(path: str | Path) -> bool:
-    """Whether the measured CSV at ``path`` holds nothing but white space (bytes, so a
-    file that is not UTF-8 is `read_measured`'s to refuse); False where it cannot be
-    opened (`read_measured` says why)."""
-    try:
-        with open_regular(measured_path(path), "measured runtimes CSV") as handle:
-            return not handle.read().strip()
-    except (BadInputError, OSError):
-        return False
 
 
 def suggest_next(graph, measured_path: str | Path | None, batch: int, prior=None,
