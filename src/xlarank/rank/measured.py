@@ -289,8 +289,7 @@ def measured_runtimes(graph: TileGraph | LayoutGraph, measured: pd.DataFrame,
     groups = config_groups(graph) if groups is None else groups
     # Exact copies of one config are one config: all their measurements pool into one
     # median, which each measured copy gets (conflicting repeats ranked them far apart).
-    group = groups[measured["config_index"].to_numpy(np.int64)]
-    pooled = measured["runtime"].groupby(group).median()
+    pooled = group_medians(measured, groups)
     rows = np.unique(measured["config_index"].to_numpy(np.int64))
     runtime = pd.Series(pooled.loc[groups[rows]].to_numpy(np.float64),
                         index=pd.Index(rows, name="config_index"), name="runtime")
@@ -300,6 +299,14 @@ def measured_runtimes(graph: TileGraph | LayoutGraph, measured: pd.DataFrame,
     if runtime.nunique() < 2:
         raise MeasuredError(f"{graph.path}: every measured runtime is equal; nothing to learn")
     return runtime
+
+
+def group_medians(measured: pd.DataFrame, groups: np.ndarray) -> pd.Series:
+    """float64 median runtime of each measured group (groups: int64 (n_configs,), a group
+    id per config: `config_groups` or `DistinctConfigs.group`), indexed by the group,
+    sorted: all measurements of one config and of its exact copies are one median."""
+    group = groups[measured["config_index"].to_numpy(np.int64)]
+    return measured["runtime"].groupby(group).median().sort_index()
 
 
 def ranked_table(score: np.ndarray, runtime: pd.Series,

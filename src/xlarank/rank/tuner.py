@@ -65,6 +65,7 @@ from xlarank.rank.measured import (
     check_measured,
     config_columns,
     distinct_configs,
+    group_medians,
     read_measured_state,
     varying_columns,
 )
@@ -367,9 +368,7 @@ class Tuner:
     def _medians(self) -> pd.Series:
         """float64 median runtime of each measured distinct config, indexed by its group
         (sorted, so the fit never depends on the order of the measurements)."""
-        table = self.measured
-        return table.groupby(self.distinct.group[table["config_index"].to_numpy()]
-                             )["runtime"].median().sort_index()
+        return group_medians(self.measured, self.distinct.group)
 
     def best(self) -> tuple[int, float]:
         """(config_index, median runtime) of the fastest measured config; the index is the
