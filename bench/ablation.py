@@ -1,8 +1,8 @@
 """Ablation: quality with each feature family removed, on synthetic and on real data.
 
 - synthetic (an `xlarank synth` tree): featurizes train and valid with the default spec
-  plus any per-config family it leaves out (EXTRA_FAMILIES; config_nodes, in the default
-  since issue "Rank real graphs well"), then per collection trains
+  plus any per-config family it leaves out (EXTRA_FAMILIES; config_nodes is in the
+  default now), then per collection trains
   models/<collection>.toml on all features and once per family with that family's columns
   left out, and evaluates each on valid. The figures show what each family carries under
   the synthetic cost model, not on TpuGraphs.
@@ -35,6 +35,7 @@ from xlarank.features.spec import FeatureSpec
 from xlarank.featurize import featurize_files
 from xlarank.frame import FrameMeta, read_frame
 from xlarank.rank.ingraph import IN_GRAPH_SPEC, rank_graph
+from xlarank.rank.measured import config_groups
 from xlarank.rank.spec import load_ranker_spec
 from xlarank.rank.train import train_ranker
 
@@ -55,11 +56,8 @@ def real_in_graph(samples: Path, spec: FeatureSpec) -> dict:
     block = featurize_graph(graph, spec, dedup=True)
     first = block["config_index"].to_numpy()
     runtime = block["runtime"].to_numpy(np.float64)
-    raw = graph.node_config_feat.reshape(graph.n_configs, -1)
-    _, first_of_unique, inverse = np.unique(raw, axis=0, return_index=True,
-                                            return_inverse=True)
     row_of = pd.Series(np.arange(len(block)), index=first).reindex(
-        first_of_unique[inverse.ravel()]).to_numpy()
+        config_groups(graph)).to_numpy()
     ranker_spec = dataclasses.replace(
         load_ranker_spec(ROOT / "models" / "layout-xla-default.toml"), features=spec.name)
     taus: dict[str, list[float]] = {}

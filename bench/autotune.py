@@ -60,8 +60,14 @@ from provenance import write_record
 from xlarank.compat import optuna_available
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import LayoutGraph, load_graph
-from xlarank.rank.ingraph import config_columns, rank_graph
-from xlarank.rank.tuner import Strategy, Tuner, expected_random_best, expected_random_draws
+from xlarank.rank.ingraph import rank_graph
+from xlarank.rank.measured import config_columns, distinct_configs, varying_columns
+from xlarank.rank.tuner import (
+    BoosterStrategy,
+    Tuner,
+    expected_random_best,
+    expected_random_draws,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCHES = (8, 32)
@@ -73,10 +79,10 @@ MIN_SYNTHETIC_DISTINCT = 100
 TUNER = "tuner"
 # Each part of the tuner against its default (exploitation after a diverse cold start).
 ABLATIONS = {
-    "tuner, random cold start": replace(Strategy(), cold="random"),
-    "tuner + LCB (kappa 0.5 on the bootstrap sd)": replace(Strategy(), kappa=0.5),
-    "tuner + diversity 0.02": replace(Strategy(), diversity=0.02),
-    "tuner + 10% random": replace(Strategy(), random_share=0.1),
+    "tuner, random cold start": replace(BoosterStrategy(), cold="random"),
+    "tuner + LCB (kappa 0.5 on the bootstrap sd)": replace(BoosterStrategy(), kappa=0.5),
+    "tuner + diversity 0.02": replace(BoosterStrategy(), diversity=0.02),
+    "tuner + 10% random": replace(BoosterStrategy(), random_share=0.1),
 }
 RANDOM = "random search (exact)"
 PRIOR = "prior order, no feedback"
@@ -93,15 +99,13 @@ class Pool:
 
     def __init__(self, graph):
         raw = config_columns(graph)
-        raw = raw[:, (raw != raw[:1]).any(axis=0)]
-        _, first, group = np.unique(raw, axis=0, return_index=True, return_inverse=True)
+        distinct = distinct_configs(graph)
         self.graph = graph
-        self.group = group.ravel()
-        self.first = first
-        self.raw = raw[first]
-        self.runtime = (pd.Series(graph.config_runtime.astype(np.float64))
-                        .groupby(self.group).median().to_numpy())
-        self.n = len(first)
+        self.group = distinct.group
+        self.first = distinct.first
+        self.raw = raw[:, varying_columns(raw)][distinct.first]
+        self.runtime = distinct.median
+        self.n = len(distinct)
 
 
 def oracle_runtime(pool: Pool, indices: np.ndarray) -> np.ndarray:
@@ -285,7 +289,7 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None, ablations: bo
     # other data (synthetic, for the real file) can lead it astray; it has its own row.
     base = Tuner(graph, prior=None, threads=THREADS)
     with_prior = Tuner(graph, prior=prior, threads=THREADS) if prior is not None else None
-    strategies = {TUNER: Strategy(), **(ABLATIONS if ablations else {})}
+    strategies = {TUNER: BoosterStrategy(), **(ABLATIONS if ablations else {})}
     results = {}
     for batch in batches:
         table = {RANDOM: {"curve": random_curve,

@@ -14,7 +14,7 @@ Rows:
 - rank-graph --prior MODEL: the same plus a cross-graph model's score (only with --prior;
   the model of the file's collection under that folder);
 - rank-graph + gnn, rank-graph + gru: the same plus the gnn or the gru embedding columns
-  (random weights, no training; issue 16). graph_metrics has no row here: its values
+  (random weights, no training). graph_metrics has no row here: its values
   are one per graph, constant inside a graph, so in-graph it adds nothing by
   construction (bench/quality.py compares it across graphs and on unet3d's default
   pipeline);
@@ -46,6 +46,7 @@ from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.frame import FrameMeta
 from xlarank.rank.ingraph import IN_GRAPH_SPEC, rank_graph
+from xlarank.rank.measured import distinct_configs
 from xlarank.rank.model import load_model
 from xlarank.rank.spec import load_ranker_spec
 from xlarank.rank.train import train_ranker
@@ -73,12 +74,11 @@ def tau(score: np.ndarray, runtime: np.ndarray) -> float:
     return 0.0 if np.isnan(value) else float(value)
 
 
-def noise_ceiling(raw: np.ndarray, runtime: np.ndarray) -> float | None:
-    """Tau between the first and second measurement of configs measured at least twice."""
-    _, inverse = np.unique(raw, axis=0, return_inverse=True)
-    inverse = inverse.ravel()
+def noise_ceiling(group: np.ndarray, runtime: np.ndarray) -> float | None:
+    """Tau between the first and second measurement of configs measured at least twice
+    (group: each config's distinct config, `distinct_configs`)."""
     firsts, seconds, seen = [], [], {}
-    for i, d in enumerate(inverse.tolist()):
+    for i, d in enumerate(group.tolist()):
         if d not in seen:
             seen[d] = i
         elif seen[d] >= 0:
@@ -111,11 +111,9 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
         record["left_out"] = "fewer than 2 distinct configs"
         return record
     # Each config's distinct row: equal configs share their first appearance.
-    _, first_of_unique, inverse = np.unique(raw, axis=0, return_index=True,
-                                            return_inverse=True)
-    first_of = first_of_unique[inverse.ravel()]
-    row_of = pd.Series(np.arange(n), index=first).reindex(first_of).to_numpy()
-    ceiling = noise_ceiling(raw, graph.config_runtime)
+    distinct = distinct_configs(graph)
+    row_of = pd.Series(np.arange(n), index=first).reindex(distinct.lowest).to_numpy()
+    ceiling = noise_ceiling(distinct.group, graph.config_runtime)
     prior = (load_model(prior_dir / collection.slug)
              if prior_dir is not None and (prior_dir / collection.slug).exists() else None)
     booster_spec = load_ranker_spec(ROOT / "models" / f"{collection.slug}.toml")

@@ -16,7 +16,7 @@ models/objectives/, the collection's ensemble (models/ensembles/<collection>.tom
 members' seeds offset by the run's seed; per-graph min-max normalized scores averaged), and
 the peers: the config-aggregates-only XGBoost pairwise
 ranker (models/baseline.toml on features/baseline.toml), random order, and "keep the
-default layout" (layout only). The published systems xlarank descends from (issue 16): the
+default layout" (layout only). The published systems xlarank descends from: the
 default booster with the closed-form graph metrics added (features/graph-metrics.toml),
 and the "GNN vs trees" hybrid: graph metrics plus trained gnn columns into scikit-learn's
 HistGradientBoostingRegressor (models/objectives/sklearn-hgb.toml); the default booster
@@ -306,7 +306,7 @@ def unet3d(samples: Path, work: Path, seeds: list[int]) -> dict:
 
 
 def targets(results: list[dict]) -> list[dict]:
-    """The issue's targets per collection, checked on the means over seeds."""
+    """The quality targets per collection, checked on the means over seeds."""
     checks = []
     for row in results:
         systems = row["systems"]

@@ -145,7 +145,7 @@ def test_repo_and_tuned_params_pass_the_checks():
     """Every spec file in the repo loads, and so do the params `xlarank tune` draws."""
     from sklearn.model_selection import ParameterSampler
 
-    from xlarank.rank.tune import apply_draw
+    from xlarank.rank.search import apply_draw
 
     specs = [load_ranker_spec(p) for p in sorted(REPO_SPECS.root.glob("models/**/*.toml"))
              if "ensembles" not in p.parts]

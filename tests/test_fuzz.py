@@ -658,7 +658,7 @@ def test_measured_files(tmp_path_factory, data):
     indices and positive finite runtimes, or MeasuredError naming the file."""
     from hypothesis import event
 
-    from xlarank.rank.ingraph import MeasuredError, read_measured
+    from xlarank.rank.measured import MeasuredError, read_measured
 
     header = data.draw(st.sampled_from(["config_index,runtime", "runtime,config_index",
                                         "config_index,runtime,note", "config_index", ""]))

@@ -28,6 +28,7 @@ from xlarank.features.embedding import (
     random_weights,
     save_weights,
 )
+from xlarank.rank.measured import config_groups
 
 DEFAULT = load_feature_spec(REPO_SPECS.features("default"))
 
@@ -74,9 +75,7 @@ def test_gnn_columns_vary_between_configs_and_follow_duplicates(samples):
     assert len(names) == 2 * HEAD_DIM and list(block.columns[-len(names):]) == names
     values = block[names].to_numpy()
     assert len(np.unique(values.round(6), axis=0)) > 10
-    flat = graph.node_config_feat.reshape(graph.n_configs, -1)
-    _, first, inverse = np.unique(flat, axis=0, return_index=True, return_inverse=True)
-    np.testing.assert_array_equal(values, values[first[inverse.reshape(-1)]])
+    np.testing.assert_array_equal(values, values[config_groups(graph)])
     # The rest of the frame is the default spec's.
     np.testing.assert_array_equal(block.drop(columns=names).to_numpy(),
                                   featurize_graph(graph, DEFAULT).to_numpy())

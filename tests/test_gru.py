@@ -35,6 +35,7 @@ from xlarank.kernels.sequence import (
     opcode_scaled_input,
     tile_gru_columns,
 )
+from xlarank.rank.measured import config_groups
 
 DEFAULT = load_feature_spec(REPO_SPECS.features("default"))
 
@@ -215,9 +216,7 @@ def test_gru_columns_vary_between_configs_and_follow_duplicates(samples):
     values = featurize_graph(graph, DEFAULT.with_weights("gru"))[gru_column_names(False)].to_numpy()
     assert values.shape == (graph.n_configs, 2 * GRU_HIDDEN) and np.isfinite(values).all()
     assert len(np.unique(values, axis=0)) > 100
-    flat = graph.node_config_feat.reshape(graph.n_configs, -1)
-    _, first, inverse = np.unique(flat, axis=0, return_index=True, return_inverse=True)
-    np.testing.assert_array_equal(values, values[first[inverse.reshape(-1)]])
+    np.testing.assert_array_equal(values, values[config_groups(graph)])
 
 
 def test_weights_files_and_spec_hash(tmp_path):

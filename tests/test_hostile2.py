@@ -29,7 +29,8 @@ from xlarank.data.graph import load_graph
 from xlarank.errors import BadGraphError, MismatchError, XlarankError
 from xlarank.frame import read_frame
 from xlarank.kernels.graph import cycle_edge
-from xlarank.rank.ingraph import rank_graph, read_measured
+from xlarank.rank.ingraph import rank_graph
+from xlarank.rank.measured import read_measured
 from xlarank.rank.model import load_model
 from xlarank.rank.spec import load_ranker_spec
 from xlarank.rank.train import train_ranker

@@ -9,7 +9,7 @@ from scipy.stats import kendalltau
 
 from xlarank import rank_graph
 from xlarank.data.graph import load_graph
-from xlarank.rank.ingraph import MeasuredError, read_measured
+from xlarank.rank.measured import MeasuredError, distinct_configs, read_measured
 
 
 def sample(samples, name: str):
@@ -19,16 +19,14 @@ def sample(samples, name: str):
 def distinct_split(graph, share: float, seed: int):
     """(measured rows as a DataFrame, held-out first indices, their median runtimes): all
     measurements of a config land on the same side."""
-    flat = graph.node_config_feat.reshape(graph.n_configs, -1)
-    _, first, inverse = np.unique(flat, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
+    distinct = distinct_configs(graph)
+    first, inverse = distinct.first, distinct.group
     order = np.random.default_rng(seed).permutation(len(first))
     chosen = order[: int(share * len(first))]
     rows = np.flatnonzero(np.isin(inverse, chosen))
     held = np.setdiff1d(np.arange(len(first)), chosen)
-    median = pd.Series(graph.config_runtime).groupby(inverse).median().to_numpy()
     measured = pd.DataFrame({"config_index": rows, "runtime": graph.config_runtime[rows]})
-    return measured, first[held], median[held]
+    return measured, first[held], distinct.median[held]
 
 
 def test_real_unet3d_half_measured_ranks_the_rest(samples):
@@ -100,7 +98,7 @@ def test_test_file_with_zero_runtimes_is_the_normal_case(samples):
 
 
 @pytest.mark.parametrize("rows, runtimes, message", [
-    ([0, 1, 5000], [1.0, 2.0, 3.0], "not among its 1159 configs"),
+    ([0, 1, 5000], [1.0, 2.0, 3.0], "not among the 1159 configs of"),
     ([0, 0], [1.0, 2.0], "fewer than 2 distinct configs"),
     ([0, 1, 2], [5.0, 5.0, 5.0], "every measured runtime is equal"),
     ([0, -1], [1.0, 2.0], "config_index is not a whole number"),
@@ -188,7 +186,7 @@ def test_two_or_three_measured_configs_are_ordered_by_runtime(samples, rows, run
 def test_held_out_order_survives_the_interleaving():
     # Unmeasured configs keep the model's order in the table (bench/ingraph.py reads the
     # rank column), also where the map onto the measured scale is flat.
-    from xlarank.rank.ingraph import interleaved_scores, ranked_table
+    from xlarank.rank.measured import interleaved_scores, ranked_table
 
     score = np.array([5.0, 1.0, 3.0, 9.0, -4.0, 2.0, 7.0])
     runtime = pd.Series([10.0, 10.0, 40.0], index=[1, 2, 5])

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from xlarank.cli import app
 from xlarank.data.collections import get_collection, split_files
-from xlarank.rank.ingraph import MeasuredError, read_measured
+from xlarank.rank.measured import MeasuredError, read_measured
 
 runner = CliRunner()
 

@@ -17,8 +17,9 @@ from xlarank.cli import app
 from xlarank.data.collections import get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.errors import XlarankWarning
-from xlarank.rank.ingraph import config_groups, rank_graph
-from xlarank.systems import rank_graph_with
+from xlarank.rank.ingraph import rank_graph
+from xlarank.rank.measured import config_groups
+from xlarank.systems import RankingSystem, rank_graph_with
 
 TILE = get_collection("tile-xla")
 
@@ -85,13 +86,15 @@ def test_one_score_for_every_unmeasured_config_is_warned_and_replaced(copied):
     assert table["config_index"].iloc[0] == 2
 
 
-class _Flat:
+class _Flat(RankingSystem):
     """A system whose scores are all one."""
 
-    def __init__(self, seed=0, threads=None):
-        pass
+    name = "flat"
 
-    def fit_graph(self, graph, runtime):
+    def fit(self, files, collection, valid_files=(), on_epoch=None):
+        raise NotImplementedError
+
+    def fit_graph(self, graph, runtime, on_epoch=None):
         return self
 
     def score(self, graph):

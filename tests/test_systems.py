@@ -13,7 +13,7 @@ from xlarank.cli import app
 from xlarank.data.collections import get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.errors import XlarankError
-from xlarank.rank.ingraph import rank_graph
+from xlarank.rank.measured import distinct_configs
 from xlarank.systems import SYSTEMS, RankingSystem, get_system, load_system, rank_graph_with
 
 UNET3D = "unet3d.npz"
@@ -28,9 +28,8 @@ def unet3d_split(path, share: float, seed: int):
     """(graph, measured medians indexed by config index, held-out first indices, their
     medians): distinct configs split at random, as bench/systems.py splits them."""
     graph = load_graph(path)
-    raw = graph.node_config_feat.reshape(graph.n_configs, -1)
-    _, first, inverse = np.unique(raw, axis=0, return_index=True, return_inverse=True)
-    median = pd.Series(graph.config_runtime).groupby(inverse.ravel()).median().to_numpy()
+    distinct = distinct_configs(graph)
+    first, median = distinct.first, distinct.median
     order = np.random.default_rng(seed).permutation(len(first))
     m = int(round(share * len(first)))
     measured = pd.Series(median[order[:m]], index=first[order[:m]]).sort_index()
@@ -51,13 +50,50 @@ def test_every_registered_system_loads_by_name_and_unknown_ones_are_refused():
         get_system("gru")(bogus=1)
 
 
-def test_the_xlarank_system_is_rank_graph(samples):
-    path = sample(samples, UNET3D)
-    graph = load_graph(path)
-    measured = pd.DataFrame({"config_index": np.arange(0, 400, 3),
-                             "runtime": graph.config_runtime[0:400:3]})
-    via_registry = rank_graph_with("xlarank", graph, measured, seed=1)
-    pd.testing.assert_frame_equal(via_registry, rank_graph(graph, measured, seed=1))
+def test_the_xlarank_system_ranks_by_its_graph_local_booster(samples):
+    """rank-graph --system xlarank, the xlarank system's fit_graph/score (bench/systems.py's
+    path) and rank_graph share one in-graph path; its table is checked against an
+    independent expectation: the measured medians pooled over exact copies (np.unique
+    here), the measured configs in the order of their runtimes, and the unmeasured ones
+    in the order of a LightGBM booster fitted here by hand on the same inputs."""
+    import lightgbm as lgb
+    from scipy.stats import rankdata
+
+    from xlarank.rank.ingraph import in_graph_inputs
+
+    graph = load_graph(sample(samples, UNET3D))
+    rows = np.arange(0, 400, 3)
+    measured = pd.DataFrame({"config_index": rows, "runtime": graph.config_runtime[rows]})
+    table = rank_graph_with("xlarank", graph, measured, seed=1)
+
+    raw = graph.node_config_feat.reshape(graph.n_configs, -1)
+    _, first, inverse = np.unique(raw, axis=0, return_index=True, return_inverse=True)
+    lowest = first[inverse.ravel()]
+    pooled = measured["runtime"].groupby(lowest[rows]).median()
+    median = pd.Series(pooled.loc[lowest[rows]].to_numpy(float), index=rows)
+    at = table.set_index("config_index")
+    np.testing.assert_array_equal(at.loc[rows, "runtime"], median.loc[rows])
+    shown = table[table["measured"]]
+    assert (np.diff(shown["runtime"].to_numpy()) >= 0).all()
+
+    x, names = in_graph_inputs(graph)
+    params = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 7,
+              "min_data_in_leaf": 2, "min_data_in_bin": 1, "feature_fraction": 1.0,
+              "deterministic": True, "force_row_wise": True, "verbosity": -1, "seed": 1,
+              "num_threads": 1}
+    target = (rankdata(median.to_numpy()) - 0.5) / len(median)
+    booster = lgb.train(params, lgb.Dataset(x[rows], label=target, feature_name=names),
+                        num_boost_round=300)
+    score = -booster.predict(x)
+    free = ~np.isin(lowest, lowest[rows]) & (lowest == np.arange(graph.n_configs))
+    in_table = table["config_index"].to_numpy()
+    in_table = in_table[free[in_table]]
+    expected = np.flatnonzero(free)[np.lexsort((np.flatnonzero(free), -score[free]))]
+    np.testing.assert_array_equal(in_table, expected)
+
+    system = get_system("xlarank")(seed=1).fit_graph(graph, median.sort_index())
+    np.testing.assert_array_equal(np.argsort(-system.score(graph), kind="stable"),
+                                  table["config_index"].to_numpy())
 
 
 @pytest.mark.gnn

@@ -16,6 +16,7 @@ from conftest import SAMPLES
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import load_graph
 from xlarank.data.synth import synth_dataset
+from xlarank.rank.measured import distinct_configs
 from xlarank.systems import load_system
 from xlarank.systems.tpugraphs_gnn import (
     OFFICIAL,
@@ -324,14 +325,13 @@ def test_in_graph_fit_on_real_unet3d_ranks_held_out_configs(jnp):
     if not UNET3D.exists():
         pytest.skip(f"real sample missing: {UNET3D}")
     graph = load_graph(UNET3D)
-    flat = graph.node_config_feat.reshape(graph.n_configs, -1)
-    _, first, inverse = np.unique(flat, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
+    distinct = distinct_configs(graph)
+    first, inverse = distinct.first, distinct.group
     chosen = np.random.default_rng(0).permutation(len(first))[: len(first) // 2]
     rows = np.flatnonzero(np.isin(inverse, chosen))
     runtime = pd.Series(graph.config_runtime[rows].astype(np.float64), index=rows)
     held = np.setdiff1d(np.arange(len(first)), chosen)
-    median = pd.Series(graph.config_runtime).groupby(inverse).median().to_numpy()
+    median = distinct.median
     taus = []
     for epochs in (0, 12):
         system = TpuGraphsGnn(seed=0, in_graph_epochs=epochs).fit_graph(graph, runtime)

@@ -1,4 +1,4 @@
-"""rank/tune.py: the bounded random search over a booster spec, and `xlarank tune`."""
+"""rank/search.py: the bounded random search over a booster spec, and `xlarank tune`."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ from conftest import REPO_SPECS, small
 from xlarank.errors import XlarankError
 from xlarank.evaluate import per_graph_metrics, summarize
 from xlarank.frame import read_frame
+from xlarank.rank.search import tune_spec_file
 from xlarank.rank.spec import load_ranker_spec
 from xlarank.rank.train import train_ranker
-from xlarank.rank.tune import tune_spec_file
 
 OBJECTIVE_SPECS = REPO_SPECS.objectives()
 
 
 @pytest.mark.slow
 def test_tune_starts_from_the_spec_and_keeps_the_best(frames, tmp_path):
-    from xlarank.rank.tune import tune_spec
+    from xlarank.rank.search import tune_spec
 
     train, meta = read_frame(frames["default", "layout-xla-random", "train"])
     valid, _ = read_frame(frames["default", "layout-xla-random", "valid"])

@@ -15,14 +15,20 @@ from xlarank import Tuner
 from xlarank.cli import app
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import load_graph
-from xlarank.rank.ingraph import IN_GRAPH_SPEC, config_columns
+from xlarank.rank.ingraph import IN_GRAPH_SPEC
+from xlarank.rank.measured import config_columns, distinct_configs, read_measured_state
 from xlarank.rank.tuner import (
     COLD_START,
     EXPLOIT,
-    Strategy,
+    EXPLORE,
+    BoosterStrategy,
+    RandomStrategy,
+    TunerStrategy,
     expected_random_best,
     expected_random_draws,
-    read_measured_state,
+    make_strategy,
+    parse_strategy_options,
+    suggestions,
 )
 
 UNET3D = "unet3d.npz"
@@ -39,14 +45,14 @@ def unet3d(samples):
 
 def groups_of(graph) -> np.ndarray:
     """int64 (n_configs,): the distinct config of each index."""
-    return np.unique(config_columns(graph), axis=0, return_inverse=True)[1].ravel()
+    return distinct_configs(graph).group
 
 
 def tile_graph(tiny_data):
     """The first generated tile file with at least 12 distinct configs."""
     for path in split_files(tiny_data, COLLECTIONS[0], "train"):
         graph = load_graph(path)
-        if len(np.unique(graph.config_feat, axis=0)) >= 12:
+        if len(distinct_configs(graph)) >= 12:
             return graph
     raise AssertionError("no tile file of the tiny set has 12 distinct configs")
 
@@ -115,7 +121,7 @@ def test_model_batches_give_score_uncertainty_and_reason(unet3d):
     assert (-table["score"]).between(measured_log.min(), measured_log.max()).all()
     assert (table["uncertainty"] >= 0).all() and table["uncertainty"].notna().all()
     explore = Tuner(unet3d, seed=0, threads=1,
-                    strategy=Strategy(kappa=2.0, diversity=0.5, random_share=0.5))
+                    strategy=BoosterStrategy(kappa=2.0, diversity=0.5, random_share=0.5))
     explore.tell_table(tuner.measured)
     reasons = set(explore.suggest(8)["reason"])
     assert "explore" in reasons
@@ -238,4 +244,105 @@ def test_strategy_settings_that_are_no_usable_numbers_are_refused(settings):
     from xlarank.errors import XlarankError
 
     with pytest.raises(XlarankError, match="Strategy"):
-        Strategy(**settings)
+        BoosterStrategy(**settings)
+
+
+def test_distinct_configs_number_configs_as_their_sorted_rows(unet3d):
+    """The one function against an independent reference: np.unique over the raw rows."""
+    raw = unet3d.node_config_feat.reshape(unet3d.n_configs, -1)
+    _, first, inverse = np.unique(raw, axis=0, return_index=True, return_inverse=True)
+    distinct = distinct_configs(unet3d)
+    np.testing.assert_array_equal(distinct.first, first)
+    np.testing.assert_array_equal(distinct.group, inverse.ravel())
+    np.testing.assert_array_equal(distinct.lowest, first[inverse.ravel()])
+    for g in (0, len(first) // 2, len(first) - 1):
+        assert distinct.median[g] == np.median(unet3d.config_runtime[inverse.ravel() == g])
+
+
+def test_strategies_by_name_with_settings_from_text():
+    assert make_strategy() == BoosterStrategy()
+    assert make_strategy("booster", parse_strategy_options(
+        ["kappa=0.5", "bootstraps=2", "cold=random"])) == BoosterStrategy(
+        kappa=0.5, bootstraps=2, cold="random")
+    assert make_strategy("random") == RandomStrategy()
+    from xlarank.errors import XlarankError
+
+    for name, options, message in [
+            ("nope", [], "unknown strategy 'nope'; known: booster, random"),
+            ("booster", ["kapa=1"], "unknown setting 'kapa'; known: bootstraps, kappa"),
+            ("booster", ["kappa=nan"], "kappa must be finite"),
+            ("booster", ["kappa=inf"], "kappa must be finite"),
+            ("booster", ["kappa=fast"], "kappa='fast' is not a number"),
+            ("booster", ["bootstraps=1.5"], "bootstraps='1.5' is not a whole number"),
+            ("booster", ["cold=warm"], "cold start 'warm'"),
+            ("random", ["kappa=1"], "unknown setting 'kappa'; known: none")]:
+        with pytest.raises(XlarankError, match=message.replace("(", "\\(")):
+            make_strategy(name, parse_strategy_options(options))
+    for bad in (["kappa"], ["=1"], ["kappa=1", "kappa=2"]):
+        with pytest.raises(XlarankError, match="strategy option"):
+            parse_strategy_options(bad)
+
+
+def test_a_strategy_of_ones_own_plugs_into_the_tuner(unet3d):
+    """The interface is two methods: a cold start, then batches once a model can be
+    fitted; the tuner keeps the loop, the measured table and the distinct configs."""
+
+    class Slowest(TunerStrategy):
+        name = "slowest-index"
+        calls: list = []
+
+        def cold_start(self, tuner, free, measured, k, rng):
+            self.calls.append("cold")
+            return suggestions(tuner.distinct.first[free[:k]], [np.nan] * k, [np.nan] * k,
+                               [COLD_START] * k)
+
+        def batch(self, tuner, free, medians, k, rng):
+            self.calls.append("batch")
+            prediction, gain = tuner.fit_predict(
+                medians.index.to_numpy(), np.linspace(0, 1, len(medians)), free)
+            assert prediction.shape == free.shape and gain.shape == (len(tuner.input_names),)
+            picks = free[np.argsort(-prediction, kind="stable")[:k]]
+            return suggestions(tuner.distinct.first[picks], [np.nan] * k, [np.nan] * k,
+                               [EXPLORE] * k)
+
+    tuner = Tuner(unet3d, seed=0, strategy=Slowest())
+    replay(tuner, unet3d, 2, 4)
+    assert Slowest.calls == ["cold", "batch"]
+    assert len(set(distinct_configs(unet3d).group[tuner.measured["config_index"]])) == 8
+    with pytest.raises(TypeError, match="TunerStrategy"):
+        Tuner(unet3d, strategy="booster")
+
+
+def test_random_search_asks_unmeasured_distinct_configs_only(unet3d):
+    tuner = Tuner(unet3d, seed=3, strategy=RandomStrategy())
+    replay(tuner, unet3d, 3, 8)
+    group = distinct_configs(unet3d).group[tuner.measured["config_index"]]
+    assert len(set(group)) == 24
+    assert set(tuner.suggest(4)["reason"]) == {EXPLORE}
+
+
+def test_suggest_chooses_its_strategy_by_name(unet3d, samples, tmp_path):
+    """--strategy NAME with --strategy-option key=value is the Python strategy's table;
+    the default is BoosterStrategy(); bad settings are the CLI's error, nothing written."""
+    from xlarank.rank.tuner import suggest_next
+
+    runner = CliRunner()
+    path = sample(samples, UNET3D)
+    measured = tmp_path / "m.csv"
+    rows = np.arange(0, 60, 3)
+    pd.DataFrame({"config_index": rows, "runtime": unet3d.config_runtime[rows]}).to_csv(
+        measured, index=False)
+    out = tmp_path / "next.csv"
+    result = runner.invoke(app, ["suggest", str(path), "--measured", str(measured),
+                                 "--batch", "4", "--out", str(out), "--strategy", "booster",
+                                 "--strategy-option", "kappa=0.5",
+                                 "--strategy-option", "bootstraps=3"])
+    assert result.exit_code == 0, result.output
+    expected = suggest_next(path, measured, 4, strategy=BoosterStrategy(kappa=0.5,
+                                                                        bootstraps=3))
+    pd.testing.assert_frame_equal(pd.read_csv(out), expected, check_dtype=False)
+    result = runner.invoke(app, ["suggest", str(path), "--measured", str(measured),
+                                 "--out", str(tmp_path / "bad.csv"),
+                                 "--strategy-option", "kappa=nan"])
+    assert result.exit_code != 0 and "kappa must be finite" in result.output
+    assert not (tmp_path / "bad.csv").exists()

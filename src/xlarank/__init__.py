@@ -12,6 +12,8 @@ TpuGraphs collection. The small public API:
                                      runtimes of some (in-graph ranking)
     Tuner(graph, prior, seed)     -> ask(k) / tell(indices, runtimes) / best(): which
                                      configs to measure next
+    BoosterStrategy(kappa=...)    -> the tuner's default strategy, with its settings;
+                                     RandomStrategy, or any TunerStrategy, in its place
 
 Each name is imported on first use, so ``import xlarank`` (and the CLI's start-up) stays
 cheap: numpy, pandas, Numba and the boosters load only where a command needs them.
@@ -65,6 +67,9 @@ _PUBLIC = {
     "ranked_configs": "xlarank.score",
     "rank_graph": "xlarank.rank.ingraph",
     "Tuner": "xlarank.rank.tuner",
+    "TunerStrategy": "xlarank.rank.tuner",
+    "BoosterStrategy": "xlarank.rank.tuner",
+    "RandomStrategy": "xlarank.rank.tuner",
 }
 
 __all__ = ["__version__", *_PUBLIC]

@@ -3,7 +3,7 @@
 Training (`xlarank.rank.labels` turns it into grades) and evaluation (`xlarank.evaluate`
 compares scores with it) must agree on it, so it sits here, below both: this module
 imports neither, and neither imports the other for it. Evaluation stays independent of
-training code, and `xlarank.rank.tune` may use `xlarank.evaluate` without an arrow
+training code, and `xlarank.rank.search` may use `xlarank.evaluate` without an arrow
 pointing back up.
 """
 

@@ -81,7 +81,7 @@ def rank_graph(
     measured, runtime, copy_of. Repeats of a config index, and of its exact copies, are
     combined by their median; each copy sits with the config it copies."""
     from xlarank.atomic import atomic_path, output_lock
-    from xlarank.rank.ingraph import read_measured_rows
+    from xlarank.rank.measured import read_measured_rows
     from xlarank.systems import rank_graph_with
 
     with _user_errors():
@@ -112,21 +112,29 @@ def suggest(
                                                "the order of a cold start.")] = None,
     seed: Annotated[int, typer.Option(help="Same seed and measurements, same "
                                       "suggestions.")] = 0,
+    strategy: Annotated[str, typer.Option(
+        help="How configs are picked: booster (the in-graph booster after a diverse cold "
+             "start) or random (random search).")] = "booster",
+    strategy_option: Annotated[list[str] | None, typer.Option(
+        "--strategy-option", metavar="KEY=VALUE",
+        help="A setting of the strategy, repeatable: booster takes bootstraps, kappa, "
+             "random_share, diversity, important, cold (diverse or random).")] = None,
     threads: OwnThreadsOption = 0,
 ) -> None:
     """Which configs to measure next: distinct configs, none a duplicate of a measured
     one, each with its predicted score, uncertainty and why it was chosen (exploit,
     explore, cold-start)."""
     from xlarank.atomic import atomic_path, output_lock
-    from xlarank.rank.tuner import suggest_next
+    from xlarank.rank.tuner import make_strategy, parse_strategy_options, suggest_next
 
     with _user_errors():
+        chosen = make_strategy(strategy, parse_strategy_options(strategy_option))
         # The measured CSV is the tuner's whole state: never an output.
         check_outputs([out_csv], [graph, measured, prior])
         use_threads(threads)
         with output_lock(out_csv):
             table = suggest_next(graph, measured, batch, prior=prior, seed=seed,
-                                 threads=threads or None)
+                                 threads=threads or None, strategy=chosen)
             with atomic_path(out_csv) as tmp:
                 table.to_csv(tmp, index=False)
     reasons = ", ".join(f"{n} {r}" for r, n in table["reason"].value_counts().items())

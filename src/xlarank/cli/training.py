@@ -128,7 +128,7 @@ def tune(
 ) -> None:
     """Random search over a booster spec's parameters (bounded by --trials / --max-minutes);
     writes the best spec on the validation frame."""
-    from xlarank.rank.tune import tune_spec_file
+    from xlarank.rank.search import tune_spec_file
 
     with _user_errors(), _progress("tune", trials) as tick:
         check_outputs([out, *([log] if log else [])],

@@ -2,30 +2,33 @@
 
 `Tuner` is an ask/tell loop over one graph's configs, built on the in-graph ranker
 (`xlarank.rank.ingraph`): the same inputs (raw config columns, graph-local families, a
-prior's score) and the same rank-quantile target. Not to be confused with the
-hyperparameter search of `xlarank.rank.tune` (``xlarank tune``).
+prior's score) and the same rank-quantile target. The tuner holds the loop and the
+measured table (`xlarank.rank.measured`); a strategy (`TunerStrategy`, registered by name
+in `STRATEGIES`) picks the configs, as Optuna's samplers pick trials.
 
 Each `Tuner.suggest` (or `Tuner.ask`) proposes configs that are distinct and are not
 duplicates (identical config rows) of any measured one: a config measured under one index
 is measured under all. With fewer than two distinct measured configs (or all measured
-runtimes equal) there is nothing to fit, and the batch is a cold start: the prior's best
-configs when a prior is given, else a diverse batch (greedy max-min Hamming distance on
-the raw config columns, from the measured configs and a seeded first pick). Past that:
+runtimes equal) there is nothing to fit, and the strategy's cold start answers. The
+default strategy (`BoosterStrategy`, "booster"):
 
+- cold start: the prior's best configs when a prior is given, else a diverse batch
+  (greedy max-min Hamming distance on the raw config columns, from the measured configs
+  and a seeded first pick);
 - prediction: a booster fitted on every measured distinct config (its median runtime's
   rank quantile), predicting each unmeasured one;
-- uncertainty: `Strategy.bootstraps` more boosters, each on a bootstrap sample of the
-  measured distinct configs; their spread is the uncertainty;
+- uncertainty: ``bootstraps`` more boosters, each on a bootstrap sample of the measured
+  distinct configs; their spread is the uncertainty;
 - exploration: a lower confidence bound on the predicted rank quantile (prediction minus
-  `Strategy.kappa` sd: an uncertain config may be faster than predicted), and a share
-  `Strategy.random_share` of each batch drawn at random;
+  ``kappa`` sd: an uncertain config may be faster than predicted), and a share
+  ``random_share`` of each batch drawn at random;
 - diversity: a config that agrees, on the raw columns the boosters found important, with
-  a config already in the batch is pushed back by `Strategy.diversity` per such config
-  (on the quantile scale), so one batch does not spend itself on near copies.
+  a config already in the batch is pushed back by ``diversity`` per such config (on the
+  quantile scale), so one batch does not spend itself on near copies.
 
-The defaults were chosen on the replay of bench/autotune.py (real unet3d beside synthetic
-files of every collection; `Strategy` says what each part did there): exploitation of
-the prediction after a diverse cold start, with the uncertainty reported, not acted on.
+Its defaults exploit the prediction after a diverse cold start, with the uncertainty
+reported, not acted on (chosen on bench/autotune.py's replay; docs/rank-graph.md).
+`RandomStrategy` ("random") is random search.
 
 The state is the measured table alone: a tuner built again from the same measurements
 and seed suggests the same configs (the random draws are seeded by the seed and the count
@@ -34,42 +37,93 @@ of distinct configs measured, never by how many batches were asked before).
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
-from xlarank.errors import BadInputError, XlarankError
+from xlarank.errors import XlarankError
 from xlarank.features.build import featurize_graph
-from xlarank.files import open_regular
 from xlarank.rank.ingraph import (
-    IN_GRAPH_PARAMS,
-    MEASURED_COLUMNS,
-    MeasuredError,
-    check_measured,
+    IN_GRAPH_BOOSTER,
+    booster_gain,
     checked_prior,
-    config_columns,
+    fit_booster,
     in_graph_inputs,
-    measured_path,
+    predict_booster,
     rank_target,
-    read_measured,
+)
+from xlarank.rank.measured import (
+    MeasuredError,
+    check_known,
+    check_measured,
+    config_columns,
+    distinct_configs,
+    group_medians,
+    read_measured_state,
+    varying_columns,
 )
 from xlarank.seeds import check_seed
-from xlarank.threads import chosen_threads
 
 # A tuner refits every batch, and several boosters at that: fewer, larger steps than
 # rank-graph's 300 x 0.05 (the same small-sample leaves).
-TUNER_PARAMS = {**IN_GRAPH_PARAMS, "learning_rate": 0.1}
-TUNER_ROUNDS = 100
-SUGGESTION_COLUMNS = ("config_index", "score", "uncertainty", "reason")
+TUNER_BOOSTER = dataclasses.replace(
+    IN_GRAPH_BOOSTER, name="tuner", num_rounds=100,
+    params={**IN_GRAPH_BOOSTER.params, "learning_rate": 0.1})
 EXPLOIT, EXPLORE, COLD_START = "exploit", "explore", "cold-start"
 
 
+class TunerStrategy(ABC):
+    """How a `Tuner` picks the configs to measure, as Optuna's samplers pick trials: the
+    tuner holds the loop and the measured table, a strategy answers two questions.
+
+    - `cold_start`: which configs to measure first, while fewer than two distinct configs
+      (or only equal runtimes) are measured, so no model can be fitted;
+    - `batch`: the next configs once a model can be fitted on the measured table.
+
+    Both get the tuner (its distinct configs, inputs, prior score and boosters:
+    `Tuner.fit_predict`), ``free`` int64 (n_free,): the distinct configs not yet measured
+    (ids into ``tuner.distinct``), k (1 <= k <= n_free) and a seeded generator; they
+    return `suggestions` of k of ``free``'s configs, best first. A strategy is registered
+    by its ``name`` in `STRATEGIES` (``xlarank suggest --strategy NAME``), and its
+    settings are its dataclass fields (``--strategy-option key=value``).
+    """
+
+    name: ClassVar[str] = ""
+
+    @abstractmethod
+    def cold_start(self, tuner: Tuner, free: np.ndarray, measured: np.ndarray, k: int,
+                   rng: np.random.Generator) -> pd.DataFrame:
+        """The first configs: measured int64, the distinct configs measured so far."""
+
+    @abstractmethod
+    def batch(self, tuner: Tuner, free: np.ndarray, medians: pd.Series, k: int,
+              rng: np.random.Generator) -> pd.DataFrame:
+        """The next configs: medians float64, the median runtime of each measured
+        distinct config indexed by its id (sorted), at least two distinct runtimes."""
+
+
+def _check_numbers(strategy, numbers: dict, integers: dict) -> None:
+    """XlarankError unless every setting is a number (not a bool) and finite."""
+    for name, value in {**integers, **numbers}.items():
+        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+            raise XlarankError(f"{strategy}: {name} must be a number, got "
+                               f"{type(value).__name__}")
+    # NaN fails every comparison, so each range is stated as what must hold.
+    bad = [name for name, value in numbers.items() if not np.isfinite(value)]
+    if bad:
+        raise XlarankError(f"{strategy}: {', '.join(bad)} must be finite numbers")
+
+
 @dataclass(frozen=True)
-class Strategy:
-    """How a batch is chosen once a model can be fitted.
+class BoosterStrategy(TunerStrategy):
+    """The default strategy ("booster"): a diverse cold start, then the in-graph booster.
 
     bootstraps: boosters on bootstrap samples of the measured configs, whose spread is
     the uncertainty (0: none); kappa: weight of that sd in the lower confidence bound on
@@ -77,17 +131,15 @@ class Strategy:
     random; diversity: penalty (rank-quantile units) per config already in the batch with
     the same values on the important raw columns; important: the share of the boosters'
     raw-column gain whose columns make up that signature; cold: the first batch without a
-    prior, "diverse" (max-min Hamming) or "random".
+    prior, "diverse" (max-min Hamming) or "random" (with a prior: the prior's best).
 
-    The defaults, chosen on bench/autotune.py's replay (10 seeds, batch 8; README): pure
-    exploitation of the booster fitted on every measured config. On real unet3d the
-    lower confidence bound (kappa 0.25 / 0.5: 23 / 20 measurements to the top 1%, median),
-    diversity 0.02 (21) and a bagged mean (26) all came later than exploitation (19), and
-    on the synthetic files they were level within the seeds' spread; the diverse cold
-    start was what mattered there (random first batches missed the top 1% of synthetic
-    layout:xla:default within 20% in most seeds).
+    The defaults exploit the booster fitted on every measured config, with the
+    uncertainty reported, not acted on; they were chosen on bench/autotune.py's replay
+    (docs/rank-graph.md says what each setting did there; the current figures are in
+    docs/benchmarks.md).
     """
 
+    name: ClassVar[str] = "booster"
     bootstraps: int = 4
     kappa: float = 0.0
     random_share: float = 0.0
@@ -100,19 +152,142 @@ class Strategy:
             raise XlarankError(f"cold start {self.cold!r}: 'diverse' or 'random'")
         numbers = {"kappa": self.kappa, "random_share": self.random_share,
                    "diversity": self.diversity, "important": self.important}
-        for name, value in {"bootstraps": self.bootstraps, **numbers}.items():
-            if isinstance(value, bool) or not isinstance(value, int | float | np.number):
-                raise XlarankError(f"{self}: {name} must be a number, got "
-                                   f"{type(value).__name__}")
-        # NaN fails every comparison, so each range is stated as what must hold.
-        bad = [name for name, value in numbers.items() if not np.isfinite(value)]
-        if bad:
-            raise XlarankError(f"{self}: {', '.join(bad)} must be finite numbers")
+        _check_numbers(self, numbers, {"bootstraps": self.bootstraps})
         if (not float(self.bootstraps).is_integer() or not self.bootstraps >= 0
                 or not 0 <= self.random_share <= 1 or not self.kappa >= 0
                 or not self.diversity >= 0 or not 0 <= self.important <= 1):
             raise XlarankError(f"{self}: bootstraps a whole number >= 0, kappa >= 0, "
                                "diversity >= 0, and a random share and important in [0, 1]")
+
+    def cold_start(self, tuner, free, measured, k, rng):
+        nan = [np.nan] * k
+        first = tuner.distinct.first
+        if tuner.prior_score is not None:
+            score = tuner.prior_score[first[free]]
+            picks = free[np.lexsort((free, -score))[:k]]
+            return suggestions(first[picks], tuner.prior_score[first[picks]], nan,
+                               [COLD_START] * k)
+        if self.cold == "random":
+            picks = rng.permutation(free)[:k]
+        else:
+            picks = max_min_hamming(tuner.raw[first], free, measured, k, rng)
+        return suggestions(first[picks], nan, nan, [COLD_START] * k)
+
+    def batch(self, tuner, free, medians, k, rng):
+        groups = medians.index.to_numpy(np.int64)
+        target = rank_target(medians.to_numpy())
+        gain = np.zeros(len(tuner.input_names))
+
+        def fitted(rows: np.ndarray, salt: int) -> np.ndarray:
+            prediction, booster_gain_ = tuner.fit_predict(groups[rows], target[rows], free,
+                                                          salt)
+            gain[:] += booster_gain_
+            return prediction
+
+        # The prediction is the booster on every measured config; bootstrap samples only
+        # measure its spread (their mean, a bagged booster, found the fast configs later
+        # on the replay: a sample without the few fastest configs forgets them).
+        mean = fitted(np.arange(len(groups)), 0)
+        spread = []
+        for b in range(self.bootstraps):
+            rows = rng.integers(0, len(groups), len(groups))
+            if np.ptp(target[rows]) > 0:  # a sample of one runtime has nothing to fit
+                spread.append(fitted(rows, b + 1))
+        sd = np.std(spread, axis=0) if len(spread) > 1 else np.zeros(len(free))
+        bound = mean - self.kappa * sd
+        signature = tuner.signature(gain, self.important)[tuner.distinct.first[free]]
+
+        n_random = int(np.floor(self.random_share * k + rng.random()))
+        n_random = min(n_random, k)
+        chosen: list[int] = []
+        reasons: list[str] = []
+        penalty = np.zeros(len(free))
+        taken = np.zeros(len(free), bool)
+        exploit = set(np.lexsort((free, mean))[:k].tolist())
+        for _ in range(k - n_random):
+            pick = int(np.lexsort((free, np.where(taken, np.inf, bound + penalty)))[0])
+            chosen.append(pick)
+            reasons.append(EXPLOIT if pick in exploit else EXPLORE)
+            taken[pick] = True
+            penalty += self.diversity * (signature == signature[pick])
+        if n_random:
+            rest = np.flatnonzero(~taken)
+            for pick in rng.choice(rest, n_random, replace=False).tolist():
+                chosen.append(int(pick))
+                reasons.append(EXPLORE)
+        chosen_arr = np.array(chosen, np.int64)
+        centre, spread = tuner.log_runtimes(mean[chosen_arr], sd[chosen_arr], medians)
+        return suggestions(tuner.distinct.first[free[chosen_arr]], -centre, spread, reasons)
+
+
+@dataclass(frozen=True)
+class RandomStrategy(TunerStrategy):
+    """Random search ("random"): every batch drawn uniformly from the unmeasured distinct
+    configs, no model fitted (a baseline; no settings)."""
+
+    name: ClassVar[str] = "random"
+
+    def cold_start(self, tuner, free, measured, k, rng):
+        nan = [np.nan] * k
+        return suggestions(tuner.distinct.first[rng.permutation(free)[:k]], nan, nan,
+                           [COLD_START] * k)
+
+    def batch(self, tuner, free, medians, k, rng):
+        nan = [np.nan] * k
+        return suggestions(tuner.distinct.first[rng.permutation(free)[:k]], nan, nan,
+                           [EXPLORE] * k)
+
+
+# name -> strategy class: ``xlarank suggest --strategy NAME``.
+STRATEGIES: dict[str, type[TunerStrategy]] = {
+    cls.name: cls for cls in (BoosterStrategy, RandomStrategy)}
+
+
+def make_strategy(name: str = "booster", options: dict | None = None) -> TunerStrategy:
+    """The strategy registered as ``name`` with ``options`` (setting name -> value; a
+    string is read as the setting's type: "0.5" for a float, "4" for an int); XlarankError
+    for an unknown name, an unknown setting or a value that is not of its type."""
+    if name not in STRATEGIES:
+        raise XlarankError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
+    cls = STRATEGIES[name]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    settings = {}
+    for key, value in (options or {}).items():
+        if key not in fields:
+            known = ", ".join(fields) or "none"
+            raise XlarankError(f"strategy {name}: unknown setting {key!r}; known: {known}")
+        settings[key] = _setting(name, key, value, type(fields[key].default))
+    return cls(**settings)
+
+
+def _setting(strategy: str, key: str, value, kind: type):
+    if not isinstance(value, str) or kind is str:
+        return value
+    try:
+        if kind is int:
+            number = float(value)
+            if not math.isfinite(number) or not number.is_integer():
+                raise ValueError(value)
+            return int(number)
+        return kind(value)
+    except ValueError:
+        raise XlarankError(f"strategy {strategy}: {key}={value!r} is not "
+                           f"{'a whole number' if kind is int else 'a number'}") from None
+
+
+def parse_strategy_options(options) -> dict:
+    """``key=value`` strings as a dict; XlarankError for one without ``=``, an empty key
+    or a key given twice."""
+    parsed: dict[str, str] = {}
+    for option in options or ():
+        key, sep, value = option.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise XlarankError(f"strategy option {option!r}: write key=value")
+        if key in parsed:
+            raise XlarankError(f"strategy option {key} given twice")
+        parsed[key] = value.strip()
+    return parsed
 
 
 class Tuner:
@@ -121,11 +296,17 @@ class Tuner:
     graph: a TileGraph or LayoutGraph, or an npz path (its own runtimes are never read);
     prior: a cross-graph model directory or loaded ranker of the graph's collection (its
     score is one more input, and orders the cold start); seed: every random draw;
-    threads: the boosters' (None: the process's chosen count); strategy: `Strategy`.
+    threads: the boosters' (None: the process's chosen count); strategy: a
+    `TunerStrategy` (None: `BoosterStrategy()`).
+
+    What strategies read: ``distinct`` (`xlarank.rank.measured.DistinctConfigs`: first
+    index and group of each distinct config), ``raw`` (n_configs, m) the raw config
+    columns that vary, ``prior_score`` float64 (n_configs,) or None, ``input_names``,
+    `fit_predict`, `signature` and `log_runtimes`.
     """
 
     def __init__(self, graph, prior=None, seed: int = 0, threads: int | None = None,
-                 strategy: Strategy | None = None):
+                 strategy: TunerStrategy | None = None):
         seed = check_seed(seed, "seed")
         if not isinstance(graph, (TileGraph, LayoutGraph)):
             graph = load_graph(graph)
@@ -135,38 +316,34 @@ class Tuner:
         self.prior = checked_prior(graph, prior)
         self.seed = seed
         self.threads = threads
-        self.strategy = strategy or Strategy()
-        self._x, self._names = in_graph_inputs(graph, self.prior)
+        self.strategy = _checked_strategy(strategy)
+        self._x, self.input_names = in_graph_inputs(graph, self.prior)
         raw = config_columns(graph)
-        varying = np.flatnonzero((raw != raw[:1]).any(axis=0))
-        self._raw = raw[:, varying]
+        varying = varying_columns(raw)
+        self.raw = raw[:, varying]
         self._raw_names = {f"raw{i}": j for j, i in enumerate(varying)}
-        _, first, group = np.unique(self._raw, axis=0, return_index=True,
-                                    return_inverse=True)
-        # group: int64 (n_configs,) the distinct config of each index; first: the lowest
-        # index of each distinct config, which stands for it in suggestions.
-        self._group = group.ravel().astype(np.int64)
-        self._first = first.astype(np.int64)
-        self._prior_score = None
+        # The lowest index of each distinct config stands for it in suggestions.
+        self.distinct = distinct_configs(graph)
+        self.prior_score = None
         if self.prior is not None:
             block = featurize_graph(graph, self.prior.feature_spec)
-            self._prior_score = np.asarray(self.prior.predict(block), np.float64)
+            self.prior_score = np.asarray(self.prior.predict(block), np.float64)
         self._rows: list[tuple[int, float]] = []
 
-    def with_seed(self, seed: int, strategy: Strategy | None = None) -> Tuner:
+    def with_seed(self, seed: int, strategy: TunerStrategy | None = None) -> Tuner:
         """A fresh tuner on the same graph and prior (inputs shared, nothing measured),
         with another seed and, given one, another strategy."""
         other = object.__new__(Tuner)
         other.__dict__.update(self.__dict__)
         other.seed = seed
-        other.strategy = strategy or self.strategy
+        other.strategy = self.strategy if strategy is None else _checked_strategy(strategy)
         other._rows = []
         return other
 
     @property
     def n_distinct(self) -> int:
         """Distinct configs of the graph (identical config rows counted once)."""
-        return len(self._first)
+        return len(self.distinct)
 
     @property
     def measured(self) -> pd.DataFrame:
@@ -185,20 +362,13 @@ class Tuner:
     def tell_table(self, measured: pd.DataFrame, where: str = "measured") -> None:
         """Record a table of measurements (columns config_index, runtime)."""
         table = check_measured(measured, where)
-        unknown = table["config_index"] >= self.graph.n_configs
-        if unknown.any():
-            raise MeasuredError(f"{where}: config_index "
-                                f"{int(table['config_index'][unknown].iloc[0])} is not "
-                                f"among the {self.graph.n_configs} configs of "
-                                f"{self.graph.path}")
+        check_known(self.graph, table, where)
         self._rows += list(zip(table["config_index"].tolist(), table["runtime"].tolist()))
 
     def _medians(self) -> pd.Series:
         """float64 median runtime of each measured distinct config, indexed by its group
         (sorted, so the fit never depends on the order of the measurements)."""
-        table = self.measured
-        return table.groupby(self._group[table["config_index"].to_numpy()])["runtime"] \
-            .median().sort_index()
+        return group_medians(self.measured, self.distinct.group)
 
     def best(self) -> tuple[int, float]:
         """(config_index, median runtime) of the fastest measured config; the index is the
@@ -209,7 +379,7 @@ class Tuner:
         group = int(medians.idxmin())
         table = self.measured
         indices = table["config_index"].to_numpy()
-        index = indices[self._group[indices] == group][0]
+        index = indices[self.distinct.group[indices] == group][0]
         return int(index), float(medians.min())
 
     def ask(self, k: int) -> np.ndarray:
@@ -230,102 +400,63 @@ class Tuner:
         k = min(k, len(free))
         rng = np.random.default_rng([self.seed, len(medians)])
         if k == 0:
-            return _suggestions([], [], [], [])
+            return suggestions([], [], [], [])
         if len(medians) < 2 or medians.nunique() < 2:
-            return self._cold_start(free, medians.index.to_numpy(np.int64), k, rng)
-        return self._model_batch(free, medians, k, rng)
+            return self.strategy.cold_start(self, free, medians.index.to_numpy(np.int64),
+                                            k, rng)
+        return self.strategy.batch(self, free, medians, k, rng)
 
-    def _cold_start(self, free: np.ndarray, measured: np.ndarray, k: int,
-                    rng: np.random.Generator) -> pd.DataFrame:
-        nan = [np.nan] * k
-        if self._prior_score is not None:
-            score = self._prior_score[self._first[free]]
-            picks = free[np.lexsort((free, -score))[:k]]
-            return _suggestions(self._first[picks], self._prior_score[self._first[picks]],
-                                nan, [COLD_START] * k)
-        if self.strategy.cold == "random":
-            picks = rng.permutation(free)[:k]
-        else:
-            picks = _max_min_hamming(self._raw[self._first], free, measured, k, rng)
-        return _suggestions(self._first[picks], nan, nan, [COLD_START] * k)
+    def fit_predict(self, groups: np.ndarray, target: np.ndarray, candidates: np.ndarray,
+                    salt: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """One booster (`TUNER_BOOSTER`, seeded by the tuner's seed and ``salt``) fitted on
+        the distinct configs ``groups`` int64 (n,) against target (n,) (rank quantiles:
+        0 the fastest), and its prediction float64 (len(candidates),) of the distinct
+        configs ``candidates`` with its split gain float64 (len(input_names),)."""
+        first = self.distinct.first
+        booster = fit_booster(self._x[first[groups]], target, self.input_names,
+                              self.seed * 1009 + salt, self.threads, TUNER_BOOSTER)
+        prediction = predict_booster(booster, self._x[first[candidates]], self.input_names,
+                                     TUNER_BOOSTER)
+        return prediction, booster_gain(booster, self.input_names, TUNER_BOOSTER)
 
-    def _model_batch(self, free: np.ndarray, medians: pd.Series, k: int,
-                     rng: np.random.Generator) -> pd.DataFrame:
-        import lightgbm as lgb
-
-        strategy = self.strategy
-        groups = medians.index.to_numpy(np.int64)
-        x = self._x[self._first[groups]]
-        target = rank_target(medians.to_numpy())
-        candidates = self._x[self._first[free]]
-        threads = self.threads or chosen_threads()
-        gain = np.zeros(len(self._names))
-
-        def fitted(rows: np.ndarray, salt: int) -> np.ndarray:
-            params = {**TUNER_PARAMS, "seed": self.seed * 1009 + salt,
-                      "num_threads": threads}
-            data = lgb.Dataset(x[rows], label=target[rows], feature_name=self._names,
-                               params={"min_data_in_bin": 1, "verbosity": -1})
-            booster = lgb.train(params, data, num_boost_round=TUNER_ROUNDS)
-            gain[:] += booster.feature_importance("gain")
-            return booster.predict(candidates, num_threads=threads)
-
-        # The prediction is the booster on every measured config; bootstrap samples only
-        # measure its spread (their mean, a bagged booster, found the fast configs later
-        # on the replay: a sample without the few fastest configs forgets them).
-        mean = fitted(np.arange(len(groups)), 0)
-        spread = []
-        for b in range(strategy.bootstraps):
-            rows = rng.integers(0, len(groups), len(groups))
-            if np.ptp(target[rows]) > 0:  # a sample of one runtime has nothing to fit
-                spread.append(fitted(rows, b + 1))
-        sd = np.std(spread, axis=0) if len(spread) > 1 else np.zeros(len(free))
-        bound = mean - strategy.kappa * sd
-        signature = self._signature(gain)[self._first[free]]
-
-        n_random = int(np.floor(strategy.random_share * k + rng.random()))
-        n_random = min(n_random, k)
-        chosen: list[int] = []
-        reasons: list[str] = []
-        penalty = np.zeros(len(free))
-        taken = np.zeros(len(free), bool)
-        exploit = set(np.lexsort((free, mean))[:k].tolist())
-        for _ in range(k - n_random):
-            pick = int(np.lexsort((free, np.where(taken, np.inf, bound + penalty)))[0])
-            chosen.append(pick)
-            reasons.append(EXPLOIT if pick in exploit else EXPLORE)
-            taken[pick] = True
-            penalty += strategy.diversity * (signature == signature[pick])
-        if n_random:
-            rest = np.flatnonzero(~taken)
-            for pick in rng.choice(rest, n_random, replace=False).tolist():
-                chosen.append(int(pick))
-                reasons.append(EXPLORE)
-        chosen_arr = np.array(chosen, np.int64)
+    def log_runtimes(self, quantile: np.ndarray, sd: np.ndarray, medians: pd.Series
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted rank quantiles (and their sd) read as log runtimes off the measured
+        medians: (centre, half the spread of quantile +- sd), float64 each."""
         log_runtime = np.sort(np.log(medians.to_numpy()))
         place = (np.arange(len(log_runtime)) + 0.5) / len(log_runtime)
-        centre = np.interp(mean[chosen_arr], place, log_runtime)
-        spread = (np.interp(mean[chosen_arr] + sd[chosen_arr], place, log_runtime)
-                  - np.interp(mean[chosen_arr] - sd[chosen_arr], place, log_runtime)) / 2
-        return _suggestions(self._first[free[chosen_arr]], -centre, spread, reasons)
+        centre = np.interp(quantile, place, log_runtime)
+        spread = (np.interp(quantile + sd, place, log_runtime)
+                  - np.interp(quantile - sd, place, log_runtime)) / 2
+        return centre, spread
 
-    def _signature(self, gain: np.ndarray) -> np.ndarray:
+    def signature(self, gain: np.ndarray, important: float) -> np.ndarray:
         """int64 (n_configs,): one id per combination of values on the raw columns holding
-        `Strategy.important` of the raw-column gain (all 0 when no raw column gained)."""
+        ``important`` of the raw-column gain (all 0 when no raw column gained)."""
+        names = self.input_names
         raw_gain = np.array([gain[i] if name in self._raw_names else 0.0
-                             for i, name in enumerate(self._names)])
+                             for i, name in enumerate(names)])
         if raw_gain.sum() <= 0:
             return np.zeros(self.graph.n_configs, np.int64)
         order = np.argsort(-raw_gain, kind="stable")
         share = np.cumsum(raw_gain[order]) / raw_gain.sum()
-        top = order[: int(np.searchsorted(share, self.strategy.important)) + 1]
-        columns = [self._raw_names[self._names[i]] for i in top]
-        _, ids = np.unique(self._raw[:, columns], axis=0, return_inverse=True)
+        top = order[: int(np.searchsorted(share, important)) + 1]
+        columns = [self._raw_names[names[i]] for i in top]
+        _, ids = np.unique(self.raw[:, columns], axis=0, return_inverse=True)
         return ids.ravel().astype(np.int64)
 
 
-def _max_min_hamming(raw: np.ndarray, free: np.ndarray, measured: np.ndarray, k: int,
-                     rng: np.random.Generator) -> np.ndarray:
+def _checked_strategy(strategy) -> TunerStrategy:
+    if strategy is None:
+        return BoosterStrategy()
+    if not isinstance(strategy, TunerStrategy):
+        raise TypeError(f"strategy: expected a TunerStrategy (e.g. xlarank.BoosterStrategy()"
+                        f"), got {type(strategy).__name__}")
+    return strategy
+
+
+def max_min_hamming(raw: np.ndarray, free: np.ndarray, measured: np.ndarray, k: int,
+                    rng: np.random.Generator) -> np.ndarray:
     """k of ``free`` (distinct-config ids into raw (n_distinct, m)), each the farthest in
     Hamming distance from the measured ones and those already picked (ties: lowest id);
     the first at random when nothing is measured."""
@@ -345,41 +476,25 @@ def _max_min_hamming(raw: np.ndarray, free: np.ndarray, measured: np.ndarray, k:
     return free[np.array(picks, np.int64)]
 
 
-def _suggestions(index, score, uncertainty, reason) -> pd.DataFrame:
+def suggestions(index, score, uncertainty, reason) -> pd.DataFrame:
+    """A strategy's answer: config_index int64, score and uncertainty float64 (NaN where
+    none), reason (exploit, explore or cold-start), one row per config, best first."""
     return pd.DataFrame({"config_index": np.asarray(index, np.int64),
                          "score": np.asarray(score, np.float64),
                          "uncertainty": np.asarray(uncertainty, np.float64),
                          "reason": pd.Series(reason, dtype=object)})
 
 
-def read_measured_state(path: str | Path | None) -> pd.DataFrame:
-    """The measured table a tuner resumes from: `read_measured`'s, or an empty table
-    (config_index, runtime) for no path or an empty file (a header-only CSV reads as
-    empty by itself)."""
-    if path is None or _blank(path):
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in
-                             zip(MEASURED_COLUMNS, (np.int64, np.float64))})
-    return read_measured(path)
-
-
-def _blank(path: str | Path) -> bool:
-    """Whether the measured CSV at ``path`` holds nothing but white space (bytes, so a
-    file that is not UTF-8 is `read_measured`'s to refuse); False where it cannot be
-    opened (`read_measured` says why)."""
-    try:
-        with open_regular(measured_path(path), "measured runtimes CSV") as handle:
-            return not handle.read().strip()
-    except (BadInputError, OSError):
-        return False
-
-
 def suggest_next(graph, measured_path: str | Path | None, batch: int, prior=None,
-                 seed: int = 0, threads: int | None = None) -> pd.DataFrame:
+                 seed: int = 0, threads: int | None = None,
+                 strategy: TunerStrategy | None = None) -> pd.DataFrame:
     """The next ``batch`` configs of ``graph`` given the measurements in a CSV (the whole
-    state: a run resumes by reading it again): `Tuner.suggest`'s table."""
+    state: a run resumes by reading it again): `Tuner.suggest`'s table. strategy: a
+    `TunerStrategy` (None: the default, `BoosterStrategy()`)."""
     check_seed(seed, "seed")
+    strategy = _checked_strategy(strategy)
     measured = read_measured_state(measured_path)
-    tuner = Tuner(graph, prior=prior, seed=seed, threads=threads)
+    tuner = Tuner(graph, prior=prior, seed=seed, threads=threads, strategy=strategy)
     tuner.tell_table(measured, str(measured_path or "measured"))
     return tuner.suggest(batch)
 

@@ -20,7 +20,6 @@ from xlarank.errors import SpecError
 PACKAGED = Path(__file__).resolve().parent
 # The kinds of spec, and the folder each lives in.
 KINDS = {"feature": "features", "booster": "models"}
-DEFAULT_FEATURE_SPEC = "default"
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,27 @@ class RankingSystem(ABC):
     def score(self, graph: TileGraph | LayoutGraph) -> np.ndarray:
         """float64 (n_configs,): every config's score, higher is predicted faster."""
 
+    def rank_measured(self, graph: TileGraph | LayoutGraph, runtime: pd.Series,
+                      groups: np.ndarray) -> pd.DataFrame:
+        """The ranked table (`xlarank.rank.measured.ranked_table`) of a system trained inside
+        the graph on ``runtime`` (measured medians indexed by config index; groups:
+        `config_groups`): `fit_graph`, then `score` on the measured configs' scale. A
+        score that is one value over every unmeasured config says nothing (its order would
+        be index order): warned about, and xlarank's graph-local booster ranks instead."""
+        from xlarank.rank.ingraph import rank_runtimes
+        from xlarank.rank.measured import constant_unmeasured, interleaved_scores, ranked_table
+
+        score = self.fit_graph(graph, runtime).score(graph)
+        if constant_unmeasured(score, runtime, groups):
+            warnings.warn(XlarankWarning(
+                f"{graph.path}: system {self.name} gave every unmeasured config one score "
+                f"from {len(runtime)} measured configs; ranked by xlarank's graph-local "
+                "booster instead"), stacklevel=3)
+            return rank_runtimes(graph, runtime, groups, seed=self.seed,
+                                 threads=self.threads)
+        return ranked_table(interleaved_scores(score, runtime), runtime, tiebreak=score,
+                            groups=groups)
+
     def save(self, out_dir: Path) -> None:
         """Write the fitted system into ``out_dir`` (made by the caller): system.json (its
         name, seed and settings, history) plus the system's own files (`_save`)."""
@@ -200,33 +221,21 @@ def load_system(out_dir: str | Path) -> RankingSystem:
 def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
                     threads: int | None = None, prior=None) -> pd.DataFrame:
     """`xlarank.rank.ingraph.rank_graph`'s table (every config best first) from the system
-    named ``system`` trained inside the graph on ``measured`` (config_index, runtime)."""
-    from xlarank.rank.ingraph import (
-        config_groups,
-        constant_unmeasured,
-        graph_with_configs,
-        interleaved_scores,
-        measured_runtimes,
-        rank_graph,
-        ranked_table,
-    )
+    named ``system`` trained inside the graph on ``measured`` (config_index, runtime: a
+    DataFrame, a dict of columns or a CSV path). Every system, xlarank's own included,
+    goes through `RankingSystem.rank_measured`; ``prior`` is xlarank's alone."""
+    from xlarank.rank.ingraph import check_threads
+    from xlarank.rank.measured import config_groups, graph_with_configs, measured_runtimes
+    from xlarank.rank.measured import measured_table as as_table
 
     seed = check_seed(seed, "seed")
-    if system == "xlarank":
-        return rank_graph(graph, measured, prior=prior, seed=seed, threads=threads)
-    if prior is not None:
+    if prior is not None and system != "xlarank":
         raise XlarankError(f"--prior is xlarank's own option; system {system} takes none")
     cls = get_system(system)
     graph = graph_with_configs(graph)
+    measured = as_table(measured)
+    threads = check_threads(threads)
     groups = config_groups(graph)
     runtime = measured_runtimes(graph, measured, groups)
-    score = cls(seed=seed, threads=threads).fit_graph(graph, runtime).score(graph)
-    if constant_unmeasured(score, runtime, groups):
-        # Its order would be the configs' index order, which says nothing.
-        warnings.warn(XlarankWarning(
-            f"{graph.path}: system {system} gave every unmeasured config one score from "
-            f"{len(runtime)} measured configs; ranked by xlarank's graph-local booster "
-            "instead"), stacklevel=2)
-        return rank_graph(graph, measured, seed=seed, threads=threads)
-    return ranked_table(interleaved_scores(score, runtime), runtime, tiebreak=score,
-                        groups=groups)
+    ranker = cls(seed=seed, threads=threads, **({} if prior is None else {"prior": prior}))
+    return ranker.rank_measured(graph, runtime, groups)

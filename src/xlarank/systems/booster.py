@@ -1,6 +1,7 @@
 """xlarank itself as a system: the default feature spec and booster spec of a collection
 across graphs (what ``make models`` trains), and `xlarank.rank.ingraph`'s graph-local
-booster inside one graph (what ``xlarank rank-graph`` runs)."""
+booster inside one graph (`xlarank.rank.ingraph.rank_runtimes`, the one in-graph path
+that ``xlarank rank-graph`` and bench/systems.py share)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,12 @@ class BoosterSystem(RankingSystem):
 
     name = "xlarank"
 
+    def __init__(self, seed: int = 0, threads: int | None = None, prior=None, **settings):
+        super().__init__(seed=seed, threads=threads, **settings)
+        # A cross-graph model whose score is one more input of the graph-local booster
+        # (``rank-graph --prior``); not a setting: a graph fit is never saved.
+        self.prior = prior
+
     @classmethod
     def defaults(cls) -> dict:
         # None: the packaged default booster spec of the collection (models/<slug>.toml);
@@ -54,7 +61,7 @@ class BoosterSystem(RankingSystem):
         feature_spec = load_feature_spec(spec_path(booster_spec.features, "feature"))
         frame, meta = graphs_frame(files, collection, feature_spec)
         self.ranker_ = train_ranker(frame, meta, booster_spec, threads=self.threads or 0)
-        self.runtime_ = None
+        self.graph_runtime_ = None
         return self
 
     def fit_graph(self, graph, runtime, on_epoch=None):
@@ -62,17 +69,26 @@ class BoosterSystem(RankingSystem):
         self.ranker_ = None
         return self
 
-    def score(self, graph: TileGraph | LayoutGraph) -> np.ndarray:
-        from xlarank.rank.ingraph import rank_graph
+    def rank_measured(self, graph, runtime, groups) -> pd.DataFrame:
+        """The graph-local booster's table (`xlarank.rank.ingraph.rank_runtimes`), with its
+        own fallback where it cannot order the unmeasured configs."""
+        from xlarank.rank.ingraph import rank_runtimes
 
+        self.fit_graph(graph, runtime)
+        return rank_runtimes(graph, runtime, groups, prior=self.prior, seed=self.seed,
+                             threads=self.threads)
+
+    def score(self, graph: TileGraph | LayoutGraph) -> np.ndarray:
         if getattr(self, "ranker_", None) is not None:
             block = featurize_graph(graph, self.ranker_.feature_spec)
             return self.ranker_.predict(block)
         runtime = getattr(self, "graph_runtime_", None)
         if runtime is None:
             raise XlarankError("system xlarank: fit or fit_graph first")
-        measured = pd.DataFrame({"config_index": runtime.index, "runtime": runtime.values})
-        table = rank_graph(graph, measured, seed=self.seed, threads=self.threads)
+        from xlarank.rank.measured import config_groups, graph_with_configs
+
+        graph = graph_with_configs(graph)
+        table = self.rank_measured(graph, runtime, config_groups(graph))
         # The table's order, not its score column: scores tie beyond the measured range
         # and the rank breaks those ties by the booster's own score.
         score = np.empty(len(table))

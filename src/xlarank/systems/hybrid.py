@@ -4,8 +4,8 @@ family, `xlarank.features.gnn_train`), and scikit-learn's HistGradientBoostingRe
 on log slowdown (models/objectives/sklearn-hgb.toml), as its authors built it.
 
 Why it scored tau -0.02 on real unet3d in-graph (measured, not guessed: HGB on each
-feature spec and label, half of the distinct configs, seeds 0-2; the table is in the
-closing note of issue 22): not a bug in its code, two limits of the recipe met together.
+feature spec and label, half of the distinct configs, seeds 0-2): not a bug in its
+code, two limits of the recipe met together.
 1. The booster regresses log slowdown by squared error with leaves of at least 20 configs.
    On unet3d 44 of 681 distinct configs run 3x slower than the rest; their log slowdown
    carries nearly all of the squared error, so the trees spend themselves on those 44
