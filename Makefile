@@ -155,6 +155,8 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	    --out bench/results/engines.json
 	$(BIN)/python bench/quality.py $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/quality.json
 	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/systems.json
+	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts synthetic --collections tile:xla \
+	    --seeds $(QUALITY_SEEDS) --out bench/results/systems_tile.json
 	$(BIN)/python bench/tile_kernels.py --seeds $(QUALITY_SEEDS) --out bench/results/tile_kernels.json
 	$(BIN)/python bench/autotune.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/autotune.json
 	@echo "bench figures: bench/results/*.json. The page to update is docs/benchmarks.md:" \
