@@ -564,7 +564,8 @@ def full(rec: dict) -> list[str]:
 
 RENDERERS = {"featurize": featurize, "score": score, "ingraph": ingraph, "ablation": ablation,
              "engines": engines, "quality": quality, "systems": systems,
-             "systems_tile": systems, "tile_kernels": tile_kernels, "autotune": autotune, "full": full}
+             "systems_tile": systems, "tile_kernels": tile_kernels, "autotune": autotune,
+             "full": full}
 
 
 # ---------------------------------------------------------------- page
