@@ -95,8 +95,10 @@ $(REPORTS)/ensemble/%.csv: $(TRAINED)/ensemble/%/card.json $(FRAMES)/default/%/v
 	$(XLARANK) evaluate $(FRAMES)/default/$*/valid.parquet --model $(<D) --name ensemble --out $@
 
 # reports/<dataset>/html/<collection>/index.html: plots of the default ranker on valid, beside the peers
-$(REPORTS)/html/%/index.html: $(TRAINED)/xlarank/%/card.json $(FRAMES)/default/%/valid.parquet $(FRAMES)/default/%/train.parquet
+$(REPORTS)/html/%/index.html: $(TRAINED)/xlarank/%/card.json $(FRAMES)/default/%/valid.parquet $(FRAMES)/default/%/train.parquet $(TRAINED)/baseline/%/card.json $(FRAMES)/baseline/%/valid.parquet
 	$(XLARANK) report $(FRAMES)/default/$*/valid.parquet --model xlarank=$(<D) \
+	    --model config-aggregates=$(TRAINED)/baseline/$* \
+	    --frame-of config-aggregates=$(FRAMES)/baseline/$*/valid.parquet \
 	    --train $(FRAMES)/default/$*/train.parquet --seed $(SEED) --out $(@D)
 
 $(REPORTS)/xlarank/%.csv: $(TRAINED)/xlarank/%/card.json $(FRAMES)/default/%/valid.parquet

@@ -124,3 +124,35 @@ def test_the_importance_glossary_fills_every_placeholder():
     table = importance_glossary(gain)
     assert not table["meaning"].str.contains(r"\{[a-z]+\}").any()
     assert "slot 00" in table["meaning"].iloc[0]
+
+
+def test_report_shows_a_peer_of_another_feature_spec_on_its_own_frame(frames, trained,
+                                                                      tmp_path):
+    """The demo table's config-aggregates peer (the baseline spec) is on the report too:
+    scored on its own frame of the same configs, put in the report frame's row order."""
+    slug = "layout-nlp-default"
+    baseline_train, meta = read_frame(frames["baseline", slug, "train"])
+    peer = train_ranker(baseline_train, meta, load_ranker_spec(
+        Path(__file__).resolve().parents[1] / "models" / "baseline.toml")).save(
+        tmp_path / "peer")
+    valid = frames["default", slug, "valid"]
+    own = frames["baseline", slug, "valid"]
+    runner = CliRunner()
+    result = runner.invoke(app, ["report", str(valid), "--model",
+                                 f"xlarank={trained[slug]}", "--model",
+                                 f"config-aggregates={peer}", "--frame-of",
+                                 f"config-aggregates={own}", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "r" / "metrics.csv")
+    row = table.set_index("system").loc["config-aggregates"]
+    # The same figure as evaluating the peer on its own frame.
+    own_frame, _ = read_frame(own)
+    expected = summarize(per_graph_metrics(own_frame, load_model(peer).predict(own_frame),
+                                           False))
+    assert row["kendall_tau"] == pytest.approx(expected["kendall_tau"])
+    assert "config-aggregates" in (tmp_path / "r" / "index.html").read_text()
+    # Without its frame the peer is refused: its features are not the report frame's.
+    result = runner.invoke(app, ["report", str(valid), "--model", f"xlarank={trained[slug]}",
+                                 "--model", f"config-aggregates={peer}", "--out",
+                                 str(tmp_path / "bad")])
+    assert result.exit_code == 2 and not (tmp_path / "bad").exists()

@@ -14,7 +14,7 @@ import contextlib
 import html
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ import pandas as pd
 
 from xlarank.atomic import atomic_dir, check_output, locks_outputs
 from xlarank.data.collections import get_collection
+from xlarank.errors import MismatchError, XlarankError
 from xlarank.evaluate import (
     default_layout_scores,
     headline_label,
@@ -57,6 +58,21 @@ class ReportInputs:
     frame_path: str
     train: pd.DataFrame | None = None
     seed: int = 0
+    # A model of another feature spec (the config-aggregates peer) and the frame of the
+    # same graphs and configs it scores, by the model's name.
+    own_frames: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def scores_on_main_rows(model, own: pd.DataFrame, main: pd.DataFrame, name: str) -> np.ndarray:
+    """float64 (len(main),): ``model``'s scores on its own frame ``own``, put in the main
+    frame's row order by (graph_id, config_index); MismatchError if a row is missing."""
+    keys = ["graph_id", "config_index"]
+    scored = own[keys].assign(score=model.predict(own))
+    aligned = main[keys].merge(scored, on=keys, how="left", validate="one_to_one")
+    if aligned["score"].isna().any() or len(own) != len(main):
+        raise MismatchError(f"model {name}: its frame does not hold the report frame's graphs "
+                            "and configs (featurize the same files with its spec)")
+    return aligned["score"].to_numpy(np.float64)
 
 
 def metrics_table(inputs: ReportInputs
@@ -64,7 +80,9 @@ def metrics_table(inputs: ReportInputs
     """(one row per system with mean metrics, per-graph metrics of each system, each
     system's scores float64 (n_rows,))."""
     is_tile = get_collection(inputs.meta.collection).is_tile
-    scores = {name: model.predict(inputs.frame) for name, model in inputs.models.items()}
+    scores = {name: (scores_on_main_rows(model, inputs.own_frames[name], inputs.frame, name)
+                     if name in inputs.own_frames else model.predict(inputs.frame))
+              for name, model in inputs.models.items()}
     scores["peer: random"] = random_scores(inputs.frame, inputs.seed)
     if not is_tile and "c_default_out_frac" in inputs.frame:
         scores["peer: keep the default layout"] = default_layout_scores(inputs.frame)
@@ -117,8 +135,8 @@ def write_report(inputs: ReportInputs, out_dir: str | Path, scatter_graphs: int 
 @locks_outputs("out_dir")
 def report_from_paths(frame_path: str | Path, models: list[tuple[str, str | Path]],
                       out_dir: str | Path, train_path: str | Path | None = None, seed: int = 0,
-                      status: Callable[[str], AbstractContextManager] = contextlib.nullcontext
-                      ) -> FrameMeta:
+                      status: Callable[[str], AbstractContextManager] = contextlib.nullcontext,
+                      frames_of: dict[str, str | Path] | None = None) -> FrameMeta:
     """`write_report` from files: a labelled frame, saved models and optionally the
     training frame; returns the frame's meta.
 
@@ -135,6 +153,9 @@ def report_from_paths(frame_path: str | Path, models: list[tuple[str, str | Path
         The training frame, for its learning curve.
     seed : int
         Seed of the random-order peer.
+    frames_of : dict of name to path, optional
+        For a model (not the main one) of another feature spec, the frame of the same
+        graphs and configs featurized with its spec, which it is scored on.
     status : callable
         Called with a one-line description; the context it returns is held while the
         report is drawn and written.
@@ -148,14 +169,30 @@ def report_from_paths(frame_path: str | Path, models: list[tuple[str, str | Path
     seed = check_seed(seed, "seed")
     table, meta = read_frame(frame_path)
     loaded = {}
-    for name, path in models:
+    own_frames = {}
+    frames_of = dict(frames_of or {})
+    names = [name or Path(path).name for name, path in models]
+    unknown = sorted(set(frames_of) - set(names[1:]))
+    if unknown:
+        raise XlarankError(f"--frame-of names {', '.join(unknown)}, which is no --model but "
+                           "the first (the main model is scored on the report frame)")
+    for name, path in zip(names, (p for _, p in models)):
         directory = Path(path)
         model = load_model(directory)
-        model.check_frame(meta, str(frame_path))
-        loaded[name or directory.name] = model
+        if name in frames_of:
+            own, own_meta = read_frame(frames_of[name])
+            if own_meta.collection != meta.collection:
+                raise MismatchError(f"{frames_of[name]}: a {own_meta.collection} frame, the "
+                                    f"report is on {meta.collection}")
+            model.check_frame(own_meta, str(frames_of[name]))
+            own_frames[name] = own
+        else:
+            model.check_frame(meta, str(frame_path))
+        loaded[name] = model
     train = read_frame(train_path)[0] if train_path is not None else None
     with status(f"writing the report on {frame_path}"):
-        write_report(ReportInputs(loaded, table, meta, str(frame_path), train, seed), out_dir)
+        write_report(ReportInputs(loaded, table, meta, str(frame_path), train, seed,
+                                  own_frames), out_dir)
     return meta
 
 

@@ -75,6 +75,11 @@ def report(
     train_frame: Annotated[Path | None, typer.Option("--train", help="Training frame, "
                                                      "for its learning curve.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random-order peer.")] = 0,
+    frame_of: Annotated[list[str] | None, typer.Option(
+        "--frame-of", metavar="NAME=FRAME",
+        help="The frame a --model of another feature spec is scored on (the same graphs "
+             "featurized with its spec), e.g. the config-aggregates peer's; repeatable.")]
+        = None,
     threads: OwnThreadsOption = 0,
 ) -> None:
     """HTML page with PNG plots and a metrics CSV: per-graph metric, rank scatter, feature
@@ -83,9 +88,15 @@ def report(
 
     with _user_errors():
         models = [(name, Path(path)) for name, _, path in (m.rpartition("=") for m in model)]
+        frames_of = {}
+        for item in frame_of or []:
+            name, sep, path = item.partition("=")
+            if not sep or not name or not path:
+                raise XlarankError(f"--frame-of {item!r}: expected NAME=FRAME")
+            frames_of[name] = Path(path)
         check_outputs([Output(out_dir, "dir", REPORT_PAGE)],
-                      [frame, train_frame, *(path for _, path in models)])
+                      [frame, train_frame, *(path for _, path in models), *frames_of.values()])
         use_threads(threads)
         meta = report_from_paths(frame, models, out_dir, train_frame, seed,
-                                 status=err_console.status)
+                                 status=err_console.status, frames_of=frames_of)
     console.print(f"report on {meta.collection} {meta.split} -> {out_dir / 'index.html'}")
