@@ -498,7 +498,7 @@ def test_every_writing_command_is_checked_against_its_inputs():
     ("*.summary.json", "x.summary.json", True), ("*.npz", "deep/er/w.npz", True),
 ])
 def test_check_outputs_inside_folder_inputs(tmp_path, reads, name, refused):
-    from xlarank.atomic import Input, check_outputs
+    from xlarank.outputs import Input, check_outputs
 
     folder = tmp_path / "in"
     folder.mkdir()
@@ -512,7 +512,7 @@ def test_check_outputs_inside_folder_inputs(tmp_path, reads, name, refused):
 
 
 def test_check_outputs_finds_a_hard_link_inside_a_folder_input(tmp_path):
-    from xlarank.atomic import Input, check_outputs
+    from xlarank.outputs import Input, check_outputs
 
     (tmp_path / "data" / "a").mkdir(parents=True)
     (tmp_path / "data" / "a" / "g.npz").write_bytes(b"graph")
@@ -522,7 +522,7 @@ def test_check_outputs_finds_a_hard_link_inside_a_folder_input(tmp_path):
 
 
 def test_check_outputs_refuses_two_outputs_on_one_file_and_passes_plain_ones(tmp_path):
-    from xlarank.atomic import Output, check_outputs
+    from xlarank.outputs import Output, check_outputs
 
     (tmp_path / "in.csv").write_text("x")
     with pytest.raises(XlarankError, match="given for two outputs"):

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from xlarank.atomic import Input, Output, check_outputs
 from xlarank.cli import app
 from xlarank.cli.common import (
     OwnThreadsOption,
@@ -17,6 +16,7 @@ from xlarank.cli.common import (
     err_console,
 )
 from xlarank.errors import XlarankError
+from xlarank.outputs import Input, Output, check_outputs
 from xlarank.threads import use_threads
 
 
