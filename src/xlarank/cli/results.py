@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from xlarank.cli import app
+from xlarank.cli.app import app
 from xlarank.cli.common import (
     OwnThreadsOption,
     _show_table,
