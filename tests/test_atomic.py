@@ -200,8 +200,9 @@ def test_a_second_run_on_one_output_fails_at_once(racing_outputs, tmp_path, monk
 
 @pytest.mark.parametrize("command", ["train", "score"])
 def test_two_runs_racing_on_one_output_never_crash(inputs_of, tmp_path, command):
-    """The issue's repro, in threads: each run writes the output whole or says another
-    run holds it; none dies on the other's cleanup."""
+    """Two trainings or scorings on one output used to fail with FileNotFoundError; here in
+    threads: each run writes the output whole or says another run holds it; none dies on
+    the other's cleanup."""
     from xlarank.rank.train_specs import train_from_specs
 
     out = tmp_path / ("model" if command == "train" else "scores.csv")
@@ -245,7 +246,7 @@ def full_disk(monkeypatch, where: str, code: int = 28):
     monkeypatch.setattr(where, write_half_then_fail)
 
 
-# The writer each command ends in, as the issue's tracebacks show.
+# The writer each command ends in, where a full disk's OSError is raised.
 DISK_WRITERS = {
     "featurize": "pyarrow.parquet.write_table",
     "train": "xlarank.rank.ranker.write_card",

@@ -1,4 +1,4 @@
-"""Model folders as a surface (issue 29): nothing in a folder runs code, a crafted booster
+"""Model folders as a surface: nothing in a folder runs code, a crafted booster
 file gives one error line (never a signal), score loads only what its input needs, cards
 say where their training data came from, seeds stay in range, saved systems refuse what
 they cannot read."""
@@ -816,7 +816,7 @@ def test_booster_file_of_another_model_is_refused(models, tmp_path):
 
 
 def test_truncated_model_through_the_cli_is_one_error_line(models, tile_frames, tmp_path):
-    """The issue's repro: this crashed the process with SIGSEGV (exit 139)."""
+    """A truncated model.txt used to crash the process with SIGSEGV (exit 139)."""
     model = copy_model(models, "lightgbm", tmp_path)
     path = booster_file(model)
     path.write_bytes(path.read_bytes()[:9000])

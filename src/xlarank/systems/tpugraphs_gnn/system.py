@@ -313,8 +313,8 @@ class TpuGraphsGnn(RankingSystem):
 
         card = read_structured(Path(out_dir) / "gnn.json", "tpugraphs-gnn card", XlarankError)
         self.kind_, self.resolved_ = card["kind"], card["resolved"]
-        with np.load(regular_file(Path(out_dir) / "weights.npz", "tpugraphs-gnn weights"),
-                     allow_pickle=False) as z:
+        weights = regular_file(Path(out_dir) / "weights.npz", "tpugraphs-gnn weights")
+        with np.load(weights, allow_pickle=False) as z:
             self.params_ = {k.removeprefix("param__"): jax.numpy.asarray(z[k])
                             for k in z.files if k.startswith("param__")}
             self.stats_ = Stats.from_arrays({k.removeprefix("stats__"): z[k]
