@@ -12,10 +12,18 @@ import pytest
 # before anything loads libgomp (the xlarank imports below); a value already set wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import shutil
+
+from helpers import TILE, copy_model, dataset_copy
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.synth import synth_dataset
 from xlarank.features import load_feature_spec
 from xlarank.featurize import featurize_files
+from xlarank.frame import read_frame
+from xlarank.rank.ensemble import Ensemble, ensemble_card
+from xlarank.rank.model import load_model
+from xlarank.rank.spec import load_ranker_spec
+from xlarank.rank.train import train_ranker
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = Path(os.environ.get("XLARANK_SAMPLES", ROOT.parent / "shared" / "tpugraphs"))
@@ -112,3 +120,65 @@ def frames(tiny_data, repo_specs, tmp_path_factory):
                                 split, spec)
                 out[spec.name, collection.slug, split] = path
     return out
+
+
+@pytest.fixture(scope="session")
+def tile_frames(tiny_data, repo_specs, tmp_path_factory):
+    """Tile train frames of the default and baseline specs."""
+    folder = tmp_path_factory.mktemp("tile_frames")
+    out = {}
+    for name in ("default", "baseline"):
+        path = folder / f"{name}.parquet"
+        featurize_files(split_files(tiny_data, TILE, "train"), path, TILE, "train",
+                        load_feature_spec(repo_specs.features(name)))
+        out[name] = path
+    return out
+
+
+@pytest.fixture(scope="session")
+def models(tile_frames, frames, spec_dir, tmp_path_factory):
+    """Small saved models, never changed by a test (copy_model gives one to change). Of the
+    tile frames: "lightgbm" (seeds 3 and "lightgbm-other" 4), "xgboost" and "ensemble" (the
+    two LightGBM ones); of the default spec's train frames: "tile-xla" and
+    "layout-xla-default"."""
+    folder = tmp_path_factory.mktemp("models")
+    out = {}
+    for key, spec_file, frame, seed in (("lightgbm", "lgbm.toml", "default", 3),
+                                        ("lightgbm-other", "lgbm.toml", "default", 4),
+                                        ("xgboost", "xgb.toml", "baseline", 3)):
+        table, meta = read_frame(tile_frames[frame])
+        spec = small(load_ranker_spec(spec_dir / spec_file), rounds=5)
+        spec = dataclasses.replace(spec, seed=seed)
+        out[key] = train_ranker(table, meta, spec).save(folder / key)
+    members = [load_model(out["lightgbm"]), load_model(out["lightgbm-other"])]
+    out["ensemble"] = Ensemble(ensemble_card(members), members).save(folder / "ensemble")
+    for slug in ("tile-xla", "layout-xla-default"):
+        table, meta = read_frame(frames["default", slug, "train"])
+        spec = small(load_ranker_spec(spec_dir / "lgbm.toml"), rounds=5)
+        out[slug] = train_ranker(table, meta, spec).save(folder / slug)
+    return out
+
+
+@pytest.fixture
+def inputs_of(models, tile_frames, tiny_data, spec_dir, repo_specs, tmp_path):
+    """Copies of every kind of input a command reads, in this test's folder."""
+    data = dataset_copy(tiny_data, tmp_path)
+    npz = sorted((data / "npz/tile/xla/test").glob("*.npz"))[0]
+    frame = tmp_path / "frame.parquet"
+    shutil.copyfile(tile_frames["default"], frame)
+    valid = tmp_path / "valid.parquet"
+    shutil.copyfile(tile_frames["default"], valid)
+    model = copy_model(models, "lightgbm", tmp_path)
+    measured = tmp_path / "measured.csv"
+    # Enough configs for the graph-local booster to split (2 would be warned about).
+    measured.write_text("config_index,runtime\n0,5\n1,7\n2,6\n3,9\n4,8\n5,4\n")
+    spec = tmp_path / "spec.toml"
+    shutil.copyfile(spec_dir / "lgbm.toml", spec)
+    features = tmp_path / "features.toml"
+    shutil.copyfile(repo_specs.features("default"), features)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "run.summary.json").write_text('{"run": "x"}\n')
+    return {"data": data, "npz": npz, "frame": frame, "valid": valid, "model": model,
+            "measured": measured, "spec": spec, "features": features, "reports": reports,
+            "summary": reports / "run.summary.json"}

@@ -92,3 +92,10 @@ def test_a_failed_step_fails_the_demo_and_shows_the_log_end(tmp_path):
                             timeout=60)
     assert result.returncode != 0
     assert "the step failed here" in result.stdout and "demo failed (exit 3)" in result.stdout
+
+
+def test_the_demo_prints_the_table_and_names_its_log():
+    text = (ROOT / "Makefile").read_text()
+    demo = text[text.index("\ndemo:"):text.index("\n# A scheduler")]
+    assert "DEMO_LOG" in demo and "tee $(DEMO_LOG)" in demo
+    assert "compare" in demo

@@ -1,6 +1,6 @@
-"""distributed.py: the Dask engine on a LocalCluster of 2 worker processes on loopback: same
-answers as the local engine for featurize and score, training metrics within the local
-run-to-run noise."""
+"""distributed.py and rank/dask.py: the Dask engine on a LocalCluster of 2 worker processes on
+loopback: same answers as the local engine for featurize and score, training metrics within
+the local run-to-run noise."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from typer.testing import CliRunner
 from conftest import REPO_SPECS
 from xlarank.cli import app
 from xlarank.data.collections import get_collection, split_files
-from xlarank.distributed import dask_client, engine_client, train_ranker_dask
+from xlarank.distributed import dask_client, engine_client
 from xlarank.errors import XlarankError
 from xlarank.evaluate import headline_metric, per_graph_metrics, summarize
 from xlarank.features import load_feature_spec
 from xlarank.featurize import featurize_files
 from xlarank.frame import read_frame, read_meta
+from xlarank.rank.dask import train_ranker_dask
 from xlarank.rank.spec import load_ranker_spec
 from xlarank.rank.train import train_ranker
 from xlarank.score import score_files

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from xlarank.errors import MismatchError, XlarankError, XlarankWarning
+from helpers import (
+    one_error_line,
+    run,
+)
+from xlarank.errors import (
+    MismatchError,
+    XlarankError,
+    XlarankWarning,
+)
 from xlarank.evaluate import (
     default_layout_scores,
     headline,
@@ -67,3 +77,71 @@ def test_headline_is_the_collections_mean_metric(frames):
         expected = summarize(per_graph_metrics(valid, scores, is_tile))
         assert mean_metrics(valid, scores, is_tile) == expected
         assert headline(valid, scores, is_tile) == expected[headline_metric(is_tile)]
+
+
+def test_eval_indices_that_miss_graphs_warn(tile_frames, tmp_path, models):
+    table, meta = read_frame(tile_frames["default"])
+    first = str(table["graph_id"].iloc[0])
+    indices = tmp_path / "eval.json"
+    indices.write_text(json.dumps({first: [0, 1]}))
+    graphs = table["graph_id"].nunique()
+    result = run("evaluate", tile_frames["default"], "--model", models["lightgbm"],
+                 "--eval-indices", indices)
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.startswith("warning: ")
+    assert (f"the eval indices list no configs for {graphs - 1} of the frame's "
+            f"{graphs} graphs") in result.stderr
+
+
+SUMMARY_FAULTS = {
+    "a list": ("[1, 2]", "is a JSON list"),
+    "a string": ('"tau"', "is a JSON str"),
+    "a number": ("3", "is a JSON int"),
+    "null": ("null", "is a JSON NoneType"),
+    "no headline": ('{"run": "a", "collection": "tile:xla"}', "lacks headline"),
+    "no run": ('{"collection": "tile:xla", "headline": "score", "score": 1}', "lacks run"),
+    "headline not a number": (
+        '{"run": "a", "collection": "tile:xla", "headline": "score", "score": "x"}',
+        "is not a number"),
+    "headline value missing": (
+        '{"run": "a", "collection": "tile:xla", "headline": "score"}', "is not a number"),
+    "headline a list": ('{"run": "a", "collection": "c", "headline": [1]}', "must be text"),
+    "not JSON": ("{run:", "is not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("case", SUMMARY_FAULTS)
+def test_compare_refuses_a_bad_summary_naming_it(tmp_path, case):
+    text, needle = SUMMARY_FAULTS[case]
+    good = {"run": "r", "collection": "tile:xla", "headline": "score", "score": 0.5}
+    (tmp_path / "a.summary.json").write_text(json.dumps(good))
+    bad = tmp_path / "b.summary.json"
+    bad.write_text(text)
+    one_error_line(run("compare", tmp_path), str(bad), needle)
+
+
+def test_eval_indices_that_empty_a_graph_warn_naming_it(frames, models, tmp_path):
+    frame = frames["default", "tile-xla", "valid"]
+    table, _ = read_frame(frame)
+    ids = list(pd.unique(table["graph_id"]))
+    indices = {g: [0, 1] for g in ids}
+    indices[ids[0]] = []
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps(indices))
+    result = run("evaluate", frame, "--model", models["tile-xla"], "--eval-indices", path)
+    assert result.exit_code == 0, result.stderr
+    warning = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1, result.stderr
+    assert ids[0] in warning[0] and "left out of the means" in warning[0]
+    assert f"({len(ids) - 1} graphs)" in result.stdout
+
+
+@pytest.mark.parametrize("value", ['"a"', "1.5", "-1", "true", "null", "[1]"])
+def test_eval_indices_that_are_not_config_indices_are_refused(frames, models, tmp_path,
+                                                              value):
+    frame = frames["default", "tile-xla", "valid"]
+    graph = str(read_frame(frame)[0]["graph_id"].iloc[0])
+    path = tmp_path / "eval.json"
+    path.write_text(f'{{"{graph}": [0, {value}]}}')
+    result = run("evaluate", frame, "--model", models["tile-xla"], "--eval-indices", path)
+    one_error_line(result, str(path), f"graph {graph}", "is not a config index")

@@ -3,15 +3,26 @@ per-graph tables (tables.py), families (families/), pruning (prune.py)."""
 
 from __future__ import annotations
 
+import json
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 
 import naive
 from conftest import REPO_SPECS
+from helpers import (
+    tile_arrays,
+    write_tile,
+)
 from xlarank.data.graph import LayoutGraph, load_graph
+from xlarank.errors import (
+    BadGraphError,
+    SpecError,
+)
 from xlarank.features import feature_names, featurize_graph, load_feature_spec
-from xlarank.features.build import layout_config_features
+from xlarank.features.build import group_median_int, layout_config_features
 from xlarank.features.families.config_nodes import NODE_SLOTS, node_slots, touched_bytes
 from xlarank.features.families.khop import khop_weights
 from xlarank.features.tables import (
@@ -188,3 +199,72 @@ def test_prune_graph_matches_networkx_ego_graphs(samples):
             np.testing.assert_array_equal(kept[pruned.node_config_ids], graph.node_config_ids)
             np.testing.assert_array_equal(pruned.node_feat, graph.node_feat[kept])
         assert pruned.n_nodes <= graph.n_nodes
+
+
+@pytest.mark.parametrize("name", ["../../evil", "/tmp/evil", "..", ".hidden", "a/b", "a\\\\b",
+                                  "", 5, "x" * 101])
+def test_feature_spec_name_must_be_plain(tmp_path, name):
+    spec = tmp_path / "s.toml"
+    spec.write_text(f"name = {json.dumps(name)}\nfamilies = [\"graph\"]\n")
+    with pytest.raises(SpecError, match="plain name"):
+        load_feature_spec(spec)
+
+
+def test_plain_feature_spec_names_pass(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('name = "my-spec_2.1"\nfamilies = ["graph"]\n')
+    assert load_feature_spec(spec).name == "my-spec_2.1"
+
+
+@pytest.mark.parametrize("runtimes, median", [
+    ([2**63 - 1, 2**63 - 1], 2**63 - 1),
+    ([2**63 - 1, 2**63 - 4], 2**63 - 2),  # halfway: to even, as np.round
+    ([2**63 - 1, 5, 2**63 - 3], 2**63 - 3),
+    ([2**53 + 1, 2**53 + 1], 2**53 + 1),  # past float64's exact integers
+    ([7, 8], 8),
+    ([9, 10], 10),
+    ([3, 3, 4, 4], 4),
+])
+def test_dedup_median_of_huge_runtimes_is_exact(tiny_data, tmp_path, repo_specs, runtimes,
+                                                median):
+    arrays = tile_arrays(tiny_data)
+    n = len(runtimes)
+    # Only the n repeats of config 0: a generated kernel may repeat it further on.
+    for key in ("config_feat", "config_runtime", "config_runtime_normalizers"):
+        arrays[key] = arrays[key][:n].copy()
+    arrays["config_feat"][:n] = arrays["config_feat"][0]
+    arrays["config_runtime"][:n] = runtimes
+    arrays["config_runtime_normalizers"][:] = 1
+    spec = load_feature_spec(repo_specs.features("default"))
+    block = featurize_graph(load_graph(write_tile(arrays, tmp_path)), spec, dedup=True)
+    first = block[block["config_index"] == 0]
+    assert first["runtime"].tolist() == [median]
+    assert (block["runtime"] >= 0).all()
+
+
+def test_group_median_int_matches_pandas_on_small_numbers():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(1, 30))
+        values, groups = rng.integers(0, 50, n), rng.integers(0, 6, n)
+        expected = np.round(pd.Series(values).groupby(groups).median().to_numpy())
+        assert (group_median_int(values, groups) == expected).all()
+
+
+@pytest.mark.parametrize("key, column", [("config_feat", c) for c in (0, 6, 7, 8, 15, 23)]
+                         + [("node_feat", c) for c in (0, 13, 27, 60, 100, 139)])
+@pytest.mark.parametrize("value", [3e38, -3e38])
+def test_extreme_feature_values_give_finite_features_and_no_warnings(
+        tiny_data, tmp_path, repo_specs, key, column, value):
+    arrays = tile_arrays(tiny_data)
+    arrays[key][:2, column] = value
+    path = write_tile(arrays, tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            graph = load_graph(path)
+        except BadGraphError:
+            return  # refused as out of range: also fine
+        for name in ("default", "baseline"):
+            block = featurize_graph(graph, load_feature_spec(repo_specs.features(name)))
+            assert np.isfinite(block.iloc[:, 4:].to_numpy(dtype=np.float64)).all()

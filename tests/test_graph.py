@@ -8,15 +8,24 @@ import re
 import zipfile
 from pathlib import Path
 
+import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
 
 from conftest import SAMPLES
+from helpers import (
+    first_file,
+    one_error_line,
+    run,
+)
 from xlarank.data.collections import get_collection, locate
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.data.npzstream import NpzStream
-from xlarank.errors import BadGraphError
+from xlarank.errors import (
+    BadGraphError,
+)
+from xlarank.kernels.graph import cycle_edge
 
 
 def samples_readme() -> dict[str, tuple[int, int, int, str]]:
@@ -236,3 +245,90 @@ def test_streamed_features_equal_in_memory_with_tiny_blocks(samples, repo_specs,
     monkeypatch.setattr(graph_module, "READ_AHEAD_BYTES", 1)
     streamed = featurize_graph(load_graph(path, configs=False), spec)
     pd.testing.assert_frame_equal(streamed, whole)
+
+
+def graph_with_edges(tiny_data: Path, tmp_path: Path, change) -> Path:
+    source = first_file(tiny_data, "tile-xla", min_nodes=6)
+    arrays = dict(np.load(source))
+    arrays["edge_index"] = change(arrays["edge_index"].copy(), len(arrays["node_opcode"]))
+    path = tmp_path / "npz/tile/xla/train/g.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **arrays)
+    return path
+
+
+EDGE_FAULTS = {
+    "self-loop": (lambda e, n: np.r_[e, [[2, 2]]], "[2, 2] is a self-loop"),
+    "two-cycle": (lambda e, n: np.r_[e, [[1, 3], [3, 1]]], "lies on a cycle"),
+    "a cycle through every node": (
+        lambda e, n: np.r_[[[i + 1, i] for i in range(n - 1)], [[0, n - 1]]],
+        "lies on a cycle"),
+    "cycle only": (lambda e, n: np.array([[1, 0], [2, 1], [0, 2]]), "lies on a cycle"),
+}
+
+
+@pytest.mark.parametrize("case", EDGE_FAULTS)
+def test_a_cyclic_edge_index_is_refused_naming_the_edge(tiny_data, tmp_path, case):
+    change, needle = EDGE_FAULTS[case]
+    path = graph_with_edges(tiny_data, tmp_path, change)
+    with pytest.raises(BadGraphError, match=re.escape(needle)) as caught:
+        load_graph(path)
+    assert caught.value.path == path
+    result = run("featurize", tmp_path, "--collection", "tile-xla", "--split", "train",
+                 "--out", tmp_path / "f.parquet")
+    one_error_line(result, str(path), "edge_index")
+
+
+def test_a_dag_out_of_topological_order_is_accepted(tiny_data, tmp_path):
+    def renumber(edges, n):
+        return (n - 1) - edges  # every edge now points from a lower to a higher id
+
+    path = graph_with_edges(tiny_data, tmp_path, renumber)
+    assert not (np.load(path)["edge_index"][:, 0] > np.load(path)["edge_index"][:, 1]).all()
+    assert load_graph(path).n_nodes >= 6
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cycle_edge_agrees_with_networkx(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(150):
+        n = int(rng.integers(1, 15))
+        m = int(rng.integers(0, 30))
+        src = rng.integers(0, n, m).astype(np.int64)
+        dst = rng.integers(0, n, m).astype(np.int64)
+        if rng.random() < 0.5:  # mostly acyclic: keep edges pointing down, add one back
+            keep = src > dst
+            src, dst = src[keep], dst[keep]
+            if len(src) and rng.random() < 0.5:
+                src, dst = np.r_[src, dst[0]], np.r_[dst, src[0]]
+        graph = nx.MultiDiGraph()
+        graph.add_nodes_from(range(n))
+        graph.add_edges_from(zip(src.tolist(), dst.tolist(), strict=True))
+        edge = cycle_edge(src, dst, n)
+        assert (edge < 0) == nx.is_directed_acyclic_graph(graph)
+        if edge >= 0:  # the edge named closes a cycle: its head reaches its tail
+            assert src[edge] == dst[edge] or nx.has_path(graph, int(dst[edge]), int(src[edge]))
+
+
+def test_every_real_sample_passes_the_acyclic_check(samples):
+    for path in samples:
+        edges = np.load(path)["edge_index"]
+        assert cycle_edge(edges[:, 0].copy(), edges[:, 1].copy(), int(edges.max()) + 1) < 0
+        load_graph(path, configs=False)
+
+
+@pytest.mark.parametrize("value", [3e38, -3e38, 1e19])
+def test_huge_node_features_are_refused_with_a_clear_message(tiny_data, tmp_path, value):
+    source = first_file(tiny_data, "tile-xla")
+    arrays = dict(np.load(source))
+    arrays["node_feat"] = arrays["node_feat"].copy()
+    arrays["node_feat"][:, 30] = value
+    path = tmp_path / "npz/tile/xla/train/g.npz"
+    path.parent.mkdir(parents=True)
+    np.savez(path, **arrays)
+    with pytest.raises(BadGraphError, match="node 0, column 30: .* is beyond 1e\\+18"):
+        load_graph(path)
+    result = run("featurize", tmp_path, "--collection", "tile-xla", "--split", "train",
+                 "--out", tmp_path / "f.parquet")
+    one_error_line(result, str(path), "beyond")
+    assert "RuntimeWarning" not in result.output

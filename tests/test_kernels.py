@@ -20,7 +20,6 @@ from xlarank.features.tables import (
     undirected_csr,
 )
 from xlarank.kernels.configs import (
-    config_row_hashes,
     config_to_int8,
     layout_changed_aggregates,
     layout_config_joined,
@@ -35,6 +34,7 @@ from xlarank.kernels.graph import (
     khop_union,
     opcode_histogram,
 )
+from xlarank.kernels.hashing import config_row_hashes
 
 DEFAULT = load_feature_spec(REPO_SPECS.features("default"))
 SEEDS = range(8)

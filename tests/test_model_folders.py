@@ -1,4 +1,4 @@
-"""Model folders as a surface (issue 29): nothing in a folder runs code, a crafted booster
+"""Model folders as a surface: nothing in a folder runs code, a crafted booster
 file gives one error line (never a signal), score loads only what its input needs, cards
 say where their training data came from, seeds stay in range, saved systems refuse what
 they cannot read."""
@@ -11,6 +11,7 @@ import json
 import pickle
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import warnings
@@ -20,12 +21,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
 from conftest import small
-from xlarank.cli import app
+from helpers import (
+    TILE,
+    copy_model,
+    one_error_line,
+    run,
+)
+from xlarank.atomic import (
+    _umask,
+)
 from xlarank.data.collections import get_collection, split_files
-from xlarank.errors import BadModelError, XlarankError
+from xlarank.errors import (
+    BadModelError,
+    XlarankError,
+)
 from xlarank.features import load_feature_spec
 from xlarank.featurize import featurize_files
 from xlarank.frame import read_frame
@@ -33,22 +44,6 @@ from xlarank.rank.model import load_model
 from xlarank.rank.ranker import CARD_FILE, file_sha256
 from xlarank.rank.spec import RankerSpec
 from xlarank.rank.train import train_ranker
-
-TILE = get_collection("tile-xla")
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def one_error_line(result, *needles: str) -> None:
-    """Exit 2 and a single ``error:`` line on stderr holding every needle."""
-    assert result.exit_code == 2, (result.output, result.exception)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def rewrite_booster(model: Path, raw: bytes, name: str | None = None) -> Path:
@@ -776,3 +771,105 @@ def test_every_damaged_file_of_a_saved_system_is_one_xlarank_error(trained, tmp_
             with pytest.raises(XlarankError):
                 load_system(out)
     assert tried >= len(files) * (len(DAMAGES) - 1)
+
+
+def booster_file(model: Path) -> Path:
+    return model / json.loads((model / "card.json").read_text())["model_file"]
+
+
+def edit_card(model: Path, change) -> None:
+    card = model / "card.json"
+    edited = change(json.loads(card.read_text()))
+    card.write_text(edited if isinstance(edited, str) else json.dumps(edited))
+
+
+BOOSTER_FILE_FAULTS = {
+    "truncated": lambda raw: raw[: len(raw) // 2],
+    "empty": lambda raw: b"",
+    "garbage": lambda raw: bytes(range(256)) * 8,
+    "one byte changed": lambda raw: raw[:100] + bytes([raw[100] ^ 1]) + raw[101:],
+}
+
+
+@pytest.mark.parametrize("kind", ["lightgbm", "xgboost"])
+@pytest.mark.parametrize("fault", [*BOOSTER_FILE_FAULTS, "missing", "a folder"])
+def test_damaged_booster_file_is_refused_before_the_library_reads_it(models, tmp_path, kind,
+                                                                      fault):
+    model = copy_model(models, kind, tmp_path)
+    path = booster_file(model)
+    if fault == "missing":
+        path.unlink()
+    elif fault == "a folder":
+        path.unlink()
+        path.mkdir()
+    else:
+        path.write_bytes(BOOSTER_FILE_FAULTS[fault](path.read_bytes()))
+    with pytest.raises(BadModelError, match=path.name):
+        load_model(model)
+
+
+def test_booster_file_of_another_model_is_refused(models, tmp_path):
+    model = copy_model(models, "lightgbm", tmp_path)
+    shutil.copyfile(booster_file(models["lightgbm-other"]), booster_file(model))
+    with pytest.raises(BadModelError, match="not the one saved with"):
+        load_model(model)
+
+
+def test_truncated_model_through_the_cli_is_one_error_line(models, tile_frames, tmp_path):
+    """A truncated model.txt used to crash the process with SIGSEGV (exit 139)."""
+    model = copy_model(models, "lightgbm", tmp_path)
+    path = booster_file(model)
+    path.write_bytes(path.read_bytes()[:9000])
+    one_error_line(run("evaluate", tile_frames["default"], "--model", model), "model.txt")
+
+
+CARD_FAULTS = {
+    "a list": lambda card: [1, 2, 3],
+    "a number": lambda card: 7,
+    "only format": lambda card: {"format": 1},
+    "not JSON": lambda card: "{not json",
+    "format a string": lambda card: {**card, "format": "1"},
+    "features not a table": lambda card: {**card, "features": ["a"]},
+    "names shortened": lambda card: {**card, "features": {
+        **card["features"], "names": card["features"]["names"][:-3]}},
+    "names reordered": lambda card: {**card, "features": {
+        **card["features"], "names": card["features"]["names"][::-1]}},
+    "names empty": lambda card: {**card, "features": {**card["features"], "names": []}},
+    "no checksum (older xlarank)": lambda card: {k: v for k, v in card.items()
+                                                 if k != "model_sha256"},
+    "model_file leaves the folder": lambda card: {**card,
+                                                  "model_file": "../../../../etc/passwd"},
+    "model_file absolute": lambda card: {**card, "model_file": "/etc/passwd"},
+    "model_file the folder itself": lambda card: {**card, "model_file": "."},
+    "gnn weights leave the folder": lambda card: {**card, "features": {
+        **card["features"], "families": [*card["features"]["families"], "gnn"],
+        "gnn": "../../etc/passwd"}},
+    "unknown library": lambda card: {**card, "library": "catboost"},
+}
+
+
+@pytest.mark.parametrize("fault", CARD_FAULTS)
+def test_bad_card_is_one_clear_error(models, tile_frames, tmp_path, fault):
+    model = copy_model(models, "lightgbm", tmp_path)
+    edit_card(model, CARD_FAULTS[fault])
+    result = run("evaluate", tile_frames["default"], "--model", model)
+    one_error_line(result)
+
+
+@pytest.mark.parametrize("member", ["../lightgbm", "/etc", "", None, ".", "members/../.."])
+def test_ensemble_member_outside_the_ensemble_is_refused(models, tmp_path, member):
+    model = copy_model(models, "ensemble", tmp_path)
+    edit_card(model, lambda card: {**card, "members": [{"dir": member}]})
+    with pytest.raises(BadModelError, match="inside the ensemble"):
+        load_model(model)
+
+
+def test_saved_models_still_load_and_score(models, tile_frames):
+    table, _ = read_frame(tile_frames["default"])
+    for kind in ("lightgbm", "ensemble"):
+        assert len(load_model(models[kind]).predict(table)) == len(table)
+
+
+def test_saved_model_is_readable_by_others(models):
+    """Models used to be 0700 folders of 0600 files whatever the umask."""
+    assert stat.S_IMODE(models["lightgbm"].stat().st_mode) & 0o055 == 0o055 & ~_umask()

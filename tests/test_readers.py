@@ -6,38 +6,35 @@ seeds, which are whole numbers >= 0 everywhere."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
+import shutil
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from xlarank.cli import app
-from xlarank.data.collections import get_collection, split_files
+from helpers import (
+    TILE,
+    dataset_copy,
+    one_error_line,
+    run,
+)
+from xlarank.data.collections import split_files
 from xlarank.data.graph import load_graph
 from xlarank.data.npzstream import NpzStream
-from xlarank.errors import BadGraphError, BadInputError, SpecError, XlarankError
+from xlarank.errors import (
+    BadGraphError,
+    BadInputError,
+    SpecError,
+    XlarankError,
+)
 from xlarank.files import open_regular, read_structured, regular_file
-
-runner = CliRunner()
-TILE = get_collection("tile-xla")
-
-
-def run(*args, **kwargs):
-    return runner.invoke(app, [str(a) for a in args], **kwargs)
-
-
-def one_error_line(result, *needles: str) -> str:
-    assert result.exit_code == 2, (result.output, result.exception)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
+from xlarank.frame import read_meta
 
 
 @contextlib.contextmanager
@@ -298,3 +295,85 @@ def test_the_tuner_refuses_a_negative_seed(tiny_data):
 
     with pytest.raises(XlarankError, match="seed -1"):
         Tuner(split_files(tiny_data, TILE, "train")[0], seed=-1)
+
+
+def zero_config_tile(source: Path, target: Path) -> Path:
+    arrays = dict(np.load(source).items())
+    for key in ("config_feat", "config_runtime", "config_runtime_normalizers"):
+        arrays[key] = arrays[key][:0]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(target, **arrays)
+    return target
+
+
+def huge_claim_tile(source: Path, target: Path) -> Path:
+    """A tile file whose config_feat header and zip directory both claim 509 TiB."""
+    arrays = dict(np.load(source).items())
+    rows = (509 << 40) // 96
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False,
+                                                  "shape": (rows, 24)})
+    body = header.getvalue() + bytes(4099)
+    claimed = len(header.getvalue()) + rows * 96
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for key, value in arrays.items():
+            member = io.BytesIO()
+            np.lib.format.write_array(member, value)
+            archive.writestr(key + ".npy", body if key == "config_feat" else member.getvalue())
+        # The zip directory, written on close, claims what the header claims.
+        archive.getinfo("config_feat.npy").file_size = claimed
+    return target
+
+
+def non_utf8_name(source: Path, target_dir: Path) -> Path:
+    target = target_dir / os.fsdecode(b"bad\xff.npz")
+    shutil.copyfile(source, target)
+    return target
+
+
+BAD_INPUTS = {"zero configs": ("zero_config", "no configs"),
+              "huge claim": ("huge", "config_feat: claims"),
+              "non-UTF-8 name": ("name", "not valid UTF-8")}
+
+
+def make_bad_input(kind: str, data: Path) -> Path:
+    train = data / "npz/tile/xla/train"
+    source = sorted(train.glob("*.npz"))[0]
+    if kind == "zero_config":
+        return zero_config_tile(source, train / "zero.npz")
+    if kind == "huge":
+        return huge_claim_tile(source, train / "huge.npz")
+    return non_utf8_name(source, train)
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_file_is_refused_or_skipped_by_featurize(tiny_data, tmp_path, repo_specs,
+                                                           case):
+    kind, fault = BAD_INPUTS[case]
+    data = dataset_copy(tiny_data, tmp_path)
+    bad = make_bad_input(kind, data)
+    args = ["featurize", data, "--spec", repo_specs.features("default"), "--collection",
+            "tile-xla", "--split", "train", "--out", tmp_path / "f.parquet"]
+    one_error_line(run(*args), fault)
+    with pytest.raises(BadGraphError, match=fault) as caught:
+        load_graph(bad)
+    assert caught.value.path == bad
+    result = run(*args, "--skip-bad")
+    assert result.exit_code == 0, result.stderr
+    assert "skipped" in result.stderr and fault in result.stderr
+    assert len(read_meta(tmp_path / "f.parquet").skipped) == 1
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_file_is_listed_as_skipped_by_score(tiny_data, tmp_path, models, case):
+    kind, fault = BAD_INPUTS[case]
+    data = dataset_copy(tiny_data, tmp_path)
+    make_bad_input(kind, data)
+    files = sorted((data / "npz/tile/xla/train").iterdir())
+    args = ["score", *files, "--models", models["lightgbm"], "--out", tmp_path / "s.csv"]
+    one_error_line(run(*args), fault)
+    result = run(*args, "--skip-bad")
+    assert result.exit_code == 0, result.stderr
+    assert "skipped" in result.stderr and fault in result.stderr
+    assert f"scored {len(files) - 1} files" in result.stdout

@@ -145,7 +145,7 @@ def test_graph_with_one_config(tmp_path):
 
 
 def test_graph_with_zero_configs_is_refused(tmp_path):
-    """Nothing to rank; its frame part could not even be written (issue 13)."""
+    """Nothing to rank; its frame part could not even be written."""
     path = layout_file(tmp_path / "npz/layout/xla/default/train/g.npz", 0)
     with pytest.raises(BadGraphError, match="no configs"):
         load_graph(path)

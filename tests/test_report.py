@@ -7,10 +7,14 @@ import re
 import struct
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from helpers import (
+    run,
+)
 from xlarank.cli import app
 from xlarank.evaluate import per_graph_metrics, summarize
 from xlarank.features.glossary import describe_column
@@ -156,3 +160,38 @@ def test_report_shows_a_peer_of_another_feature_spec_on_its_own_frame(frames, tr
                                  "--model", f"config-aggregates={peer}", "--out",
                                  str(tmp_path / "bad")])
     assert result.exit_code == 2 and not (tmp_path / "bad").exists()
+
+
+def test_report_counts_are_ints_and_worst_is_on_top(frames, models, tmp_path):
+    out = tmp_path / "report"
+    result = run("report", frames["default", "tile-xla", "valid"], "--model",
+                 models["tile-xla"], "--out", out)
+    assert result.exit_code == 0, result.stderr
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert pd.api.types.is_integer_dtype(metrics["graphs"])
+    page = (out / "index.html").read_text()
+    graphs = int(metrics["graphs"].iloc[0])
+    assert f"<td>{graphs}</td>" in page and f"<td>{graphs}.0</td>" not in page
+
+
+def test_per_graph_plot_draws_the_worst_graph_at_the_top():
+    from xlarank.report import _per_graph_plot
+
+    table = pd.DataFrame({"graph_id": ["a", "b", "c"], "score": [0.9, 0.1, 0.5]})
+    fig = _per_graph_plot({"m": table}, "m", "score", "1 - slowdown@5")
+    ax = fig.axes[0]
+    assert ax.yaxis_inverted()
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[0] == "b"  # y = 0, the worst, drawn topmost on an inverted axis
+
+
+def test_tile_scatter_keeps_the_top_region_only():
+    from xlarank.report import TILE_SCATTER_TOP, tile_scatter_points
+
+    rng = np.random.default_rng(0)
+    measured = rng.permutation(7000) + 1.0
+    predicted = rng.permutation(7000) + 1.0
+    x, y = tile_scatter_points(measured, predicted)
+    expected = ((measured <= TILE_SCATTER_TOP) | (predicted <= TILE_SCATTER_TOP)).sum()
+    assert len(x) == expected < 60
+    assert x.max() <= TILE_SCATTER_TOP + 0.5 and y.max() <= TILE_SCATTER_TOP + 0.5

@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
+import warnings
 
 import numpy as np
 import pytest
 
+from helpers import (
+    TILE,
+    run,
+)
+from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import load_graph
-from xlarank.errors import XlarankError
+from xlarank.errors import (
+    XlarankError,
+    XlarankWarning,
+)
 from xlarank.evaluate import compare_runs
 from xlarank.frame import read_frame
 from xlarank.rank.spec import load_ranker_spec
 from xlarank.rank.train import train_ranker
-from xlarank.score import evaluate_model, npz_inputs, ranked_configs
+from xlarank.score import evaluate_model, npz_inputs, ranked_configs, score_files, write_submission
 
 
 def test_ranked_configs_keep_every_index(samples, frames, spec_dir):
@@ -59,3 +69,32 @@ def test_evaluate_model_records_and_compare_runs(frames, spec_dir, tmp_path):
     assert (tmp_path / "compare.csv").exists()
     with pytest.raises(XlarankError, match="no \\*.summary.json"):
         compare_runs(tmp_path / "models")
+
+
+@pytest.mark.parametrize("top", ["0", "-3"])
+def test_score_top_must_be_at_least_one(tiny_data, models, tmp_path, top):
+    files = split_files(tiny_data, TILE, "test")
+    result = run("score", *files, "--models", models["lightgbm"], "--out", tmp_path / "s.csv",
+                 "--top", top)
+    assert result.exit_code == 2 and "--top" in result.stderr
+    with pytest.raises(XlarankError, match="at least 1"):
+        score_files(files, models["lightgbm"], tmp_path / "s.csv", top=int(top))
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_partial_submission_warns_how_many_ids_are_missing(tiny_data, tmp_path, monkeypatch):
+    # The ranking itself is not under test: every config in file order.
+    monkeypatch.setattr("xlarank.score.ranked_configs",
+                        lambda graph, model: (np.arange(graph.n_configs), None))
+    found = sum(len(split_files(tiny_data, c, "test")) for c in COLLECTIONS)
+    # The same test files without synth.json: no longer marked as generated data.
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data, ignore=shutil.ignore_patterns("synth.json"))
+    with pytest.warns(XlarankWarning, match=f"{894 - found} of the 894 official test IDs"):
+        write_submission(data, dict.fromkeys(c.id for c in COLLECTIONS), tmp_path / "sub.csv")
+    lines = (tmp_path / "sub.csv").read_text().splitlines()
+    assert len(lines) == found + 1 and all(line.split(",")[1] for line in lines[1:])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # generated data: nothing to warn about
+        write_submission(tiny_data, dict.fromkeys(c.id for c in COLLECTIONS),
+                         tmp_path / "sub2.csv")

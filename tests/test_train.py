@@ -3,17 +3,31 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import REPO_SPECS, small
+from conftest import REPO_SPECS, ROOT, small
+from helpers import (
+    TILE,
+    one_error_line,
+    run,
+    tile_arrays,
+    write_tile,
+)
 from xlarank.data.collections import COLLECTIONS, get_collection
-from xlarank.errors import MismatchError, XlarankError
+from xlarank.errors import (
+    MismatchError,
+    SpecError,
+    XlarankError,
+)
 from xlarank.evaluate import per_graph_metrics, random_scores
 from xlarank.features import load_feature_spec
+from xlarank.featurize import featurize_files
 from xlarank.frame import group_sizes, read_frame, read_meta, write_frame
 from xlarank.rank.ensemble import Ensemble
 from xlarank.rank.model import load_model
@@ -143,3 +157,68 @@ def test_train_from_specs_one_booster_or_an_ensemble(frames, spec_dir, tmp_path)
     with pytest.raises(XlarankError, match="unknown engine"):
         train_from_specs(train, [spec_dir / "lgbm.toml"], tmp_path / "none", engine="spark")
     assert not (tmp_path / "none").exists()
+
+
+def flat_frame(tiny_data, tmp_path, repo_specs, flat_graphs: int) -> Path:
+    """A tile train frame of 3 graphs; ``flat_graphs`` of them have all-equal runtimes."""
+    arrays = tile_arrays(tiny_data)
+    for i in range(3):
+        graph = {k: v.copy() for k, v in arrays.items()}
+        if i < flat_graphs:
+            graph["config_runtime"][:] = 1000
+            graph["config_runtime_normalizers"][:] = 1000
+        write_tile(graph, tmp_path, f"g{i}")
+    out = tmp_path / "flat.parquet"
+    featurize_files(sorted((tmp_path / "npz/tile/xla/train").glob("*.npz")), out, TILE,
+                    "train", load_feature_spec(repo_specs.features("default")))
+    return out
+
+
+def test_frame_with_no_ranking_to_learn_is_refused(tiny_data, tmp_path, repo_specs,
+                                                   spec_dir):
+    """LightGBM failed 'Check failed: (num_data) > (0)' on such a frame (the real tile
+    train sample is one)."""
+    frame = flat_frame(tiny_data, tmp_path, repo_specs, 3)
+    one_error_line(run("train", frame, "--spec", spec_dir / "lgbm.toml", "--out",
+                       tmp_path / "m"), "no ranking to learn")
+    assert not (tmp_path / "m").exists()
+
+
+def test_frame_with_some_flat_graphs_trains_with_a_warning(tiny_data, tmp_path, repo_specs,
+                                                           spec_dir):
+    frame = flat_frame(tiny_data, tmp_path, repo_specs, 2)
+    result = run("train", frame, "--spec", spec_dir / "lgbm.toml", "--out", tmp_path / "m")
+    assert result.exit_code == 0, result.stderr
+    assert ("warning: 2 of 3 training graphs have one distinct config or all-equal "
+            "runtimes") in result.stderr
+    assert "Traceback" not in result.stderr and "UserWarning" not in result.stderr
+
+
+@pytest.mark.parametrize("slug", [c.slug for c in COLLECTIONS])
+def test_a_collections_spec_refuses_a_frame_of_another(frames, repo_specs, slug):
+    from xlarank.errors import MismatchError
+
+    other = "layout-xla-random" if slug == "tile-xla" else "tile-xla"
+    table, meta = read_frame(frames["default", other, "train"])
+    spec = small(load_ranker_spec(repo_specs.models(slug)))
+    assert spec.collections == [get_collection(slug).id]
+    with pytest.raises(MismatchError, match=rf"frame is of {re.escape(get_collection(other).id)}"
+                       rf", booster spec 'xlarank' is made for"):
+        train_ranker(table, meta, spec)
+
+
+@pytest.mark.parametrize("value", ['"tile:xla"', '["tile-xla"]', "[1]", '["layout:xla"]'])
+def test_spec_collections_must_be_collection_ids(tmp_path, value):
+    path = tmp_path / "spec.toml"
+    path.write_text(f'features = "default"\ncollections = {value}\n')
+    with pytest.raises(SpecError, match=r"collections must be a list of collection ids"):
+        load_ranker_spec(path)
+
+
+@pytest.mark.parametrize("typed", ["tile-xla", "MODELS"])
+def test_a_spec_of_another_collection_is_named_as_typed(frames, tmp_path, typed):
+    frame = frames["default", "layout-xla-default", "train"]
+    spec = str(ROOT / "models/tile-xla.toml") if typed == "MODELS" else typed
+    result = run("train", frame, "--spec", spec, "--out", tmp_path / "m")
+    line = one_error_line(result, str(frame), f"booster spec '{spec}' is made for tile:xla")
+    assert "'xlarank'" not in line

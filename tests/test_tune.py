@@ -9,7 +9,13 @@ import pandas as pd
 import pytest
 
 from conftest import REPO_SPECS, small
-from xlarank.errors import XlarankError
+from helpers import (
+    one_error_line,
+    run,
+)
+from xlarank.errors import (
+    XlarankError,
+)
 from xlarank.evaluate import per_graph_metrics, summarize
 from xlarank.frame import read_frame
 from xlarank.rank.search import tune_spec_file
@@ -80,3 +86,11 @@ def test_tune_spec_file_writes_the_spec_and_ranks_the_trials(frames, spec_dir, t
     with pytest.raises(XlarankError, match="not the training frame's collection"):
         tune_spec_file(train, frames["default", "layout-xla-random", "valid"],
                        spec_dir / "lgbm.toml", tmp_path / "x.toml", 1)
+
+
+def test_tune_names_the_spec_as_typed(frames, tmp_path):
+    train = frames["default", "layout-xla-default", "train"]
+    valid = frames["default", "layout-xla-default", "valid"]
+    result = run("tune", train, valid, "--spec", "tile-xla", "--trials", 1,
+                 "--out", tmp_path / "t.toml")
+    one_error_line(result, str(train), "booster spec 'tile-xla' is made for tile:xla")

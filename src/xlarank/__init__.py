@@ -77,6 +77,8 @@ __all__ = ["__version__", *_PUBLIC]
 
 def __getattr__(name: str):
     if name in _PUBLIC:
+        # A plug-in point, by name on purpose: the public API is imported on first use, so
+        # ``import xlarank`` stays light (_PUBLIC is the list of what is imported from where).
         return getattr(importlib.import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'xlarank' has no attribute {name!r}")
 

@@ -19,7 +19,7 @@ from xlarank.errors import BadInputError, XlarankError
 def input_path(path: str | Path) -> Path:
     """The file xlarank opens for an input path: a leading ``~`` expanded (pandas and
     pyarrow expand it too), made absolute so that no library takes it for a URL
-    (``file:...``, ``s3://...``). `xlarank.atomic.check_outputs` compares outputs with
+    (``file:...``, ``s3://...``). `xlarank.outputs.check_outputs` compares outputs with
     it."""
     return Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
 

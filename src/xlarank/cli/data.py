@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from xlarank.atomic import Input, Output, check_outputs
-from xlarank.cli import app
+from xlarank.cli.app import app
 from xlarank.cli.common import (
     NPZ,
     EngineOption,
@@ -23,6 +22,7 @@ from xlarank.cli.common import (
     console,
 )
 from xlarank.errors import XlarankError
+from xlarank.outputs import Input, Output, check_outputs
 from xlarank.threads import use_threads
 
 

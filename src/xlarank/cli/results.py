@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from xlarank.atomic import Input, Output, check_outputs
-from xlarank.cli import app
+from xlarank.cli.app import app
 from xlarank.cli.common import (
     OwnThreadsOption,
     _show_table,
@@ -17,6 +16,7 @@ from xlarank.cli.common import (
     err_console,
 )
 from xlarank.errors import XlarankError
+from xlarank.outputs import Input, Output, check_outputs
 from xlarank.threads import use_threads
 
 

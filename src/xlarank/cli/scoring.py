@@ -9,8 +9,7 @@ from typing import Annotated
 
 import typer
 
-from xlarank.atomic import Input, check_outputs
-from xlarank.cli import app
+from xlarank.cli.app import app
 from xlarank.cli.common import (
     NPZ,
     EngineOption,
@@ -24,6 +23,7 @@ from xlarank.cli.common import (
     console,
 )
 from xlarank.data.collections import get_collection
+from xlarank.outputs import Input, check_outputs
 from xlarank.threads import use_threads
 
 

@@ -9,8 +9,7 @@ from typing import Annotated
 
 import typer
 
-from xlarank.atomic import Input, Output, check_outputs
-from xlarank.cli import app
+from xlarank.cli.app import app
 from xlarank.cli.common import (
     NPZ,
     EngineOption,
@@ -27,6 +26,7 @@ from xlarank.cli.common import (
 )
 from xlarank.data.collections import get_collection, split_files
 from xlarank.errors import XlarankError
+from xlarank.outputs import Input, Output, check_outputs
 from xlarank.threads import use_threads
 
 

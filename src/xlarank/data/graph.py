@@ -18,8 +18,9 @@ import numpy as np
 from xlarank.data.collections import Collection, locate
 from xlarank.data.npzstream import NpzStream, ReadAhead
 from xlarank.errors import BadGraphError
-from xlarank.kernels.configs import config_row_hashes, config_to_int8
+from xlarank.kernels.configs import config_to_int8
 from xlarank.kernels.graph import cycle_edge
+from xlarank.kernels.hashing import config_row_hashes
 
 N_NODE_FEATURES = 140
 N_TILE_CONFIG_FEATURES = 24

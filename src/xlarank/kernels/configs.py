@@ -12,38 +12,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# Output columns of layout_config_joined, in order.
+# Output columns of layout_config_joined, in order; what each means is the glossary's
+# (xlarank.features.glossary, as c_<name>), the one place it is written.
 LAYOUT_JOINED_NAMES = (
-    "default_out_frac",         # share of configurable nodes whose fixed output positions
-                                # all equal their default layout's (see _keeps_default)
-    "default_out_bytes_frac",   # the same, weighted by output bytes
-    "minor_unaligned_log_bytes",   # log1p bytes of outputs whose minor dim % 128 != 0
-    "second_unaligned_log_bytes",  # log1p bytes of outputs whose second-minor dim % 8 != 0
-    "pad_ratio_mean",           # bytes-weighted mean of (padded / real) output size
-    "pad_waste_log_bytes",      # log1p of sum of bytes * (pad ratio - 1)
-    "pad_waste_max_log_bytes",  # log1p of the largest single node's padding waste
-    "relayout_log_bytes",       # log1p bytes of operands read in another layout than made
-    "relayout_count",           # how many operand reads need such a relayout
-    "relayout_max_log_bytes",   # log1p of the largest single relayout
-    "read_pad_waste_log_bytes",  # log1p of sum of operand bytes * (pad ratio - 1) of the
-                                 # layouts operands are read in (input and kernel)
+    "default_out_frac", "default_out_bytes_frac", "minor_unaligned_log_bytes",
+    "second_unaligned_log_bytes", "pad_ratio_mean", "pad_waste_log_bytes",
+    "pad_waste_max_log_bytes", "relayout_log_bytes", "relayout_count",
+    "relayout_max_log_bytes", "read_pad_waste_log_bytes",
 )
-# Per slot of layout_node_slots, in order.
+# Per slot of layout_node_slots, in order; meanings in the glossary (as n{slot}_<name>).
 NODE_SLOT_STATS = (
-    "changed",       # 1 if the config fixes an output position off the node's default layout
-    "fixed",         # how many output positions the config fixes (0: the compiler chooses)
-    "pad_ratio",     # padded / real output size under the effective layout
-    "input_pad_ratio",   # the same for its first operand, in the layout it is read in
-    "kernel_pad_ratio",  # the same for its second operand (convolution, dot kernels)
-    "relayout_log_bytes",  # log1p bytes of this node's operands read in another layout
-    # Which dims the config puts at the minor-most and second-minor places, each named by
-    # its place in the tensor's default layout (0: the default minor-most dim), -1 where the
-    # config fixes nothing (6: a dim the default layout lacks): in one graph these tell the
-    # node's options apart exactly as the raw dim ids do, and across graphs "the default's
-    # second-minor dim made minor" means the same.
-    "out_minor", "out_second",        # its output
-    "input_minor", "input_second",    # its first operand, as read
-    "kernel_minor", "kernel_second",  # its second operand, as read
+    "changed", "fixed", "pad_ratio", "input_pad_ratio", "kernel_pad_ratio",
+    "relayout_log_bytes", "out_minor", "out_second", "input_minor", "input_second",
+    "kernel_minor", "kernel_second",
 )
 NODE_SLOT_WIDTH = len(NODE_SLOT_STATS)
 
@@ -343,19 +324,10 @@ def layout_node_slots(configs, slots, dims, default_layout, operand_pos, operand
     return out
 
 
-# Output columns of tile_config_joined, in order.
+# Output columns of tile_config_joined, in order; meanings in the glossary (as c_<name>).
 TILE_JOINED_NAMES = (
-    "pad_ratio",        # padded output elements / real output elements
-    "log_tiles",        # log of the number of tiles
-    "log_tile_bytes",   # log of one output tile's bytes
-    "lane_pad",         # minor tile dim padded to 128 / itself
-    "sublane_pad",      # second-minor tile dim padded to 8 / itself
-    "tile_frac",        # tile elements / output elements
-    "log_tile_footprint",  # log of on-chip bytes of one tile of every operand and the output
-    "log_effective_work",  # log of bytes processed: tiles x tile bytes x (8, 128) padding
-    "log_input_reads",  # log1p of input bytes read: x mean tile count of the two minor-most
-                        # dims when the kernel contracts (conv, dot), once otherwise
-    "log_tile_node_work",  # log of tiles x kernel nodes: per-tile work of the fused ops
+    "pad_ratio", "log_tiles", "log_tile_bytes", "lane_pad", "sublane_pad", "tile_frac",
+    "log_tile_footprint", "log_effective_work", "log_input_reads", "log_tile_node_work",
 )
 
 
@@ -440,35 +412,6 @@ def config_to_int8(block):
         bad |= not ok
         out[i] = whole if ok else np.int8(0)
     return out.reshape(block.shape), bad == 0
-
-
-def config_row_hashes(configs):
-    """uint64 (n_configs,): FNV-1a-style hash of each config's bytes, taken as little-endian
-    8-byte words (the last zero-padded); configs int8 (b, nc, 18).
-
-    Equal configs get equal hashes; with 64 bits, two different configs of one graph
-    sharing a hash is about 1e-10 likely even at 10^5 configs.
-    """
-    b = configs.shape[0]
-    flat = np.ascontiguousarray(configs).reshape(b, -1)
-    if flat.shape[1] % 8:
-        flat = np.pad(flat, ((0, 0), (0, 8 - flat.shape[1] % 8)))
-    # Whole words keep the multiply chain 8x shorter than hashing byte by byte.
-    return _word_hashes(flat.view(np.uint64))
-
-
-@njit(cache=True, nogil=True)
-def _word_hashes(words):
-    """uint64 (b,): FNV-1a over each row of words uint64 (b, w)."""
-    b, w = words.shape
-    out = np.empty(b, dtype=np.uint64)
-    prime = np.uint64(1099511628211)
-    for i in range(b):
-        h = np.uint64(14695981039346656037)
-        for k in range(w):
-            h = (h ^ words[i, k]) * prime
-        out[i] = h
-    return out
 
 
 @njit(cache=True, nogil=True)

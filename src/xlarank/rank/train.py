@@ -2,7 +2,7 @@
 
 Both engines refuse the same frames (`check_trainable`), draw and label the same rows
 (`training_arrays`: locally on a frame in memory or on a frame file one row group at a time,
-`xlarank.distributed` per partition of whole graphs) and write the same card
+`xlarank.rank.dask` per partition of whole graphs) and write the same card
 (`build_card`); they differ only in the adapter's fit call (`fit` here, `fit_dask` there).
 
 `train_from_specs` is what ``xlarank train`` runs: booster or ensemble spec files, either

@@ -2,8 +2,8 @@
 
 Booster specs or ensemble specs in, a saved model (with validation metrics in its card)
 out, on the local engine or on Dask. It sits above `xlarank.rank.train` (shared
-preparation, local training) and `xlarank.distributed` (Dask training), which both import
-`train` and not this module.
+preparation, local training) and `xlarank.rank.dask` (Dask training), which both import
+`train` and not this module; `xlarank.distributed` gives it the client.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from pathlib import Path
 
 from xlarank.atomic import check_output, locks_outputs
 from xlarank.data.collections import get_collection
-from xlarank.distributed import engine_client, train_ranker_dask
+from xlarank.distributed import engine_client
 from xlarank.errors import XlarankError
 from xlarank.evaluate import mean_metrics
 from xlarank.frame import read_frame, read_meta
+from xlarank.rank.dask import train_ranker_dask
 from xlarank.rank.ensemble import load_training_plan, train_ensemble
 from xlarank.rank.model import Model
 from xlarank.rank.ranker import CARD_FILE, Ranker

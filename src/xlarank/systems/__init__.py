@@ -176,6 +176,8 @@ def get_system(name: str) -> type[RankingSystem]:
         module, cls = SYSTEMS[name].split(":")
     except KeyError:
         raise XlarankError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}") from None
+    # A plug-in point, by name on purpose: SYSTEMS names each system's module, imported
+    # only when the system is asked for (the JAX ones need the gnn extra).
     return getattr(importlib.import_module(module), cls)
 
 

@@ -49,6 +49,8 @@ class Family(Protocol):
 def _discover() -> dict[str, Family]:
     found = {}
     for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        # A plug-in point, by name on purpose: every module of this package that defines
+        # FAMILY is a feature family; adding one is adding its module.
         family = getattr(importlib.import_module(f"{__name__}.{module}"), "FAMILY", None)
         if family is not None:
             found[family.name] = family
