@@ -219,6 +219,19 @@ BAD_RECORDS = {
     "a huge length claimed": (lambda: pw.varint(1 << 3 | 2) + pw.varint(1 << 40) + b"x",
                               "claims"),
     "nesting": (lambda: pw.message([(1, _nested(200))]), "nested"),
+    "operand cycle": (
+        lambda: pw.message([(1, _module([(1, "main", [pw.instruction(1, "dot", [2]),
+                                                      pw.instruction(2, "dot", [1])], 2)]))]),
+        "depend on each other"),
+    "a computation calling itself": (
+        lambda: pw.message([(1, _module([(1, "main", [pw.instruction(1, "parameter"),
+                                                      pw.instruction(2, "call", [1],
+                                                                     called=[1])], 2)]))]),
+        "uses itself"),
+    "a node configured twice": (lambda: _layout_record(GOOD_RUNS, nodes=(4, 4)),
+                                "names a node twice"),
+    "layout dims out of range": (lambda: _layout_record(
+        [pw.layout_run([[[7, 0]]], 100, default=True)]), "not dimension numbers"),
 }
 
 
@@ -241,6 +254,13 @@ def test_bad_records_are_one_error_naming_the_file(tmp_path, case):
     assert len(lines) == 1 and lines[0].startswith("error: ") and str(path) in lines[0]
     assert message in lines[0]
     assert not out.exists() and not list(tmp_path.glob(".out*"))
+
+
+def test_too_many_candidates_are_refused_before_any_work(tmp_path):
+    path = tmp_path / "m.hlo.pb"
+    path.write_bytes(pw.message([(1, _chain_module())]))
+    with pytest.raises(XlarankError, match="--candidates must lie in 1..100,000"):
+        read_records(path, candidates=10**9)
 
 
 def test_a_fifo_is_refused_without_hanging(tmp_path):

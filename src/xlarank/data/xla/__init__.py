@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from xlarank.atomic import atomic_dir
+from xlarank.data.graph import load_graph
 from xlarank.data.npzwrite import write_npz
 from xlarank.data.xla.records import (
     KINDS,
@@ -23,7 +24,7 @@ from xlarank.data.xla.records import (
     configurable_nodes,
     read_records,
 )
-from xlarank.errors import XlarankError
+from xlarank.errors import BadGraphError, XlarankError
 
 MANIFEST = "xlarank-import.json"
 
@@ -49,7 +50,15 @@ def import_records(sources: Sequence[str | Path], out_dir: str | Path, *,
         seen[graph.relative_path] = graph.source
     with atomic_dir(out_dir) as building:
         for graph in graphs:
-            write_npz(building / graph.relative_path, graph.arrays)
+            written = building / graph.relative_path
+            write_npz(written, graph.arrays)
+            # Read back with the dataset reader's own checks, so an import is never a
+            # file that featurize would then refuse.
+            try:
+                load_graph(written, graph.collection)
+            except BadGraphError as exc:
+                raise XlarankError(f"{graph.source}: makes no valid TpuGraphs file "
+                                   f"({exc.fault})") from None
             if on_file is not None:
                 on_file(graph.relative_path)
         manifest = {"generator": "xlarank import", "origin": "real",

@@ -29,6 +29,7 @@ from xlarank.data.xla.messages import Message, decode
 from xlarank.data.xla.opcodes import UNKNOWN_OPCODE, opcode_id
 from xlarank.data.xla.wire import WireError
 from xlarank.errors import XlarankWarning
+from xlarank.kernels.graph import cycle_edge
 
 N_NODE_FEATURES = 140
 # xla_data.proto's PrimitiveType numbers, in the order of node_feat columns 2-20. A type
@@ -243,6 +244,15 @@ def _edges(ids: list[int], operands: list[list[int]], called: list[list[int]],
     # The converter's sparse tensor is sorted and refuses repeats; a repeat (one
     # computation called twice) is kept once here.
     edges = np.array(sorted(set(pairs)), dtype=np.int64).reshape(-1, 2)
+    if len(edges):
+        bad = int(cycle_edge(np.ascontiguousarray(edges[:, 0]),
+                             np.ascontiguousarray(edges[:, 1]), len(ids)))
+        if bad >= 0:
+            user, operand = (ids[int(i)] for i in edges[bad])
+            what = ("uses itself" if user == operand
+                    else f"and instruction {operand} depend on each other")
+            raise ModuleError(f"instruction id {user} {what} (through an operand or a "
+                              "called computation's root): an HLO module is acyclic")
     return edges
 
 

@@ -44,6 +44,8 @@ from xlarank.files import open_regular
 
 KINDS = ("auto", "tuning-data", "module-tuning-data", "hlo-proto", "hlo-module")
 LAYOUT_DIMS = 6
+# nlp random files hold up to ~100,000 configs; more candidates than that is a mistake.
+MAX_CANDIDATES = 100_000
 LAYOUT_TENSORS = 3
 # Instructions whose layouts the TPU compiler leaves open in the dataset's layout records
 # (all configurable nodes of the real samples are one of these, outside fusions).
@@ -160,8 +162,9 @@ def read_records(path: str | Path, *, kind: str = "auto", collection: str | None
         raise XlarankError(f"unknown record kind {kind!r}; known: {', '.join(KINDS)}")
     if seed < 0:
         raise XlarankError(f"--seed must be 0 or more, not {seed}")
-    if candidates < 1:
-        raise XlarankError(f"--candidates must be at least 1, not {candidates}")
+    if not 1 <= candidates <= MAX_CANDIDATES:
+        raise XlarankError(f"--candidates must lie in 1..{MAX_CANDIDATES:,} (the most configs "
+                           f"a real layout file has), not {candidates}")
     with _mapped(path) as buf:
         try:
             found = detect_kind(buf) if kind == "auto" else kind
@@ -236,13 +239,19 @@ def _layout_graph(buf, path: Path, record: Message, collection, split, name,
         raise ModuleError("the record holds no module")
     encoded = encode_module(buf, record["module"])
     warn_unknown_opcodes("module " + encoded.name, encoded.unknown_opcodes)
-    config_nodes = np.array(record.get("config_index_to_node"), dtype=np.int64)
+    try:
+        config_nodes = np.array(record.get("config_index_to_node"), dtype=np.int64)
+    except OverflowError:
+        raise XlarankError(f"{path}: config_index_to_node names a node past any "
+                           "module's size") from None
     if not len(config_nodes):
         raise XlarankError(f"{path}: config_index_to_node is empty: the record names no "
                            "configurable node")
-    if config_nodes.max() >= len(encoded.node_opcode):
+    if config_nodes.max() >= len(encoded.node_opcode) or config_nodes.min() < 0:
         raise XlarankError(f"{path}: config_index_to_node names node {config_nodes.max()}, "
                            f"past the module's {len(encoded.node_opcode)} nodes")
+    if len(np.unique(config_nodes)) != len(config_nodes):
+        raise XlarankError(f"{path}: config_index_to_node names a node twice")
     runs = _measured_runs(record.get("runs"), "module_config", str(path), drop_failed_runs, 1)
     configs = np.full((len(runs), len(config_nodes), LAYOUT_TENSORS * LAYOUT_DIMS), -1,
                       dtype=np.float32)
@@ -258,6 +267,9 @@ def _layout_graph(buf, path: Path, record: Message, collection, split, name,
                                    f"layouts; at most {LAYOUT_TENSORS} are read")
             for t, tensor in enumerate(tensors):
                 dims = tensor.get("dims")[:LAYOUT_DIMS]
+                if any(not 0 <= d < LAYOUT_DIMS for d in dims):
+                    raise XlarankError(f"{path}: run {i}, node {j}: layout dims {dims} are "
+                                       f"not dimension numbers 0..{LAYOUT_DIMS - 1}")
                 configs[i, j, t * LAYOUT_DIMS:t * LAYOUT_DIMS + len(dims)] = dims
     arrays = _graph_arrays(encoded)
     arrays.update(node_config_ids=config_nodes, node_config_feat=configs,
