@@ -227,7 +227,37 @@ BAD_RECORDS = {
         lambda: pw.message([(1, _module([(1, "main", [pw.instruction(1, "parameter"),
                                                       pw.instruction(2, "call", [1],
                                                                      called=[1])], 2)]))]),
+        "calls itself"),
+    "an instruction using itself": (
+        lambda: pw.message([(1, _module([(1, "main", [pw.instruction(1, "parameter"),
+                                                      pw.instruction(2, "dot", [1, 2])],
+                                          2)]))]),
         "uses itself"),
+    "recursion through another computation": (
+        lambda: pw.message([(1, _module([
+            (2, "body", [pw.instruction(10, "parameter"),
+                         pw.instruction(11, "call", [10], called=[1])], 11),
+            (1, "main", [pw.instruction(1, "parameter"),
+                         pw.instruction(2, "call", [1], called=[2]),
+                         pw.instruction(3, "dot", [2, 1])], 3)]))]),
+        "calls itself"),
+    "two computations with one id": (
+        lambda: pw.message([(1, _module([
+            (1, "a", [pw.instruction(1, "parameter"), pw.instruction(2, "dot", [1])], 2),
+            (1, "b", [pw.instruction(3, "parameter"), pw.instruction(4, "dot", [3])], 4)]))]),
+        "computation id 1 is used twice"),
+    "a root outside its computation": (
+        lambda: pw.message([(1, _module([(1, "main", [pw.instruction(1, "parameter"),
+                                                      pw.instruction(2, "dot", [1])],
+                                          99)]))]),
+        "is no instruction of it"),
+    "a call to an empty computation": (
+        lambda: pw.message([(1, _module([
+            (2, "empty", [], 0),
+            (1, "main", [pw.instruction(5, "parameter"), pw.instruction(0, "add", [5]),
+                         pw.instruction(1, "call", [5], called=[2]),
+                         pw.instruction(3, "dot", [1, 5])], 3)]))]),
+        "has no root"),
     "a node configured twice": (lambda: _layout_record(GOOD_RUNS, nodes=(4, 4)),
                                 "names a node twice"),
     "layout dims out of range": (lambda: _layout_record(
@@ -357,3 +387,59 @@ def test_import_never_writes_over_or_around_its_inputs(tmp_path):
         assert result.exit_code == 2, result.output
         assert result.stderr.startswith("error: ")
     assert record.read_bytes() == _layout_record(GOOD_RUNS)
+
+
+def test_a_rank_seven_tensor_imports_with_its_layout_left_open(tmp_path):
+    dims = (2,) * 7
+    module = _module([(1, "main", [pw.instruction(1, "parameter", dims=dims),
+                                   pw.instruction(2, "reshape", [1], dims=dims),
+                                   pw.instruction(3, "dot", [1, 1])], 3)])
+    path = _write(tmp_path, pw.message([(1, module)]), "rank7.hlo.pb")
+    graphs = import_records([path], tmp_path / "out", candidates=4)
+    configs = graphs[0].arrays["node_config_feat"]
+    assert configs.min() >= -1 and configs.max() <= 5
+    assert (configs[:, list(graphs[0].arrays["node_config_ids"]).index(1)] == -1).all()
+
+
+def test_dump_limits_and_the_splits_a_dump_may_take(tmp_path):
+    insts = [pw.instruction(1, "parameter")] + [pw.instruction(i, "dot", [i - 1, i - 1])
+                                                for i in range(2, 402)]
+    path = _write(tmp_path, pw.message([(1, _module([(1, "main", insts, 401)]))]), "m.hlo.pb")
+    with pytest.raises(XlarankError, match="would take 2.7 GiB; give at most"):
+        read_records(path, candidates=100_000)
+    with pytest.raises(XlarankError, match="belongs to the test split, not train"):
+        read_records(path, split="train")
+
+
+def test_tile_bounds_and_collection_errors_name_the_file(tmp_path):
+    kernel = [(1, pw.module("k", [pw.computation(1, "main", [
+        pw.instruction(1, "parameter"), pw.instruction(2, "dot", [1, 1])], 2)], 1)),
+        (2, 7), (3, pw.tile_run([-7], 100, default=True)), (3, pw.tile_run([2], 50))]
+    path = _write(tmp_path, pw.message([(1, kernel)]), "tile.pb")
+    with pytest.raises(XlarankError, match=r"run 0 has tile bounds \[-7\]"):
+        read_records(path)
+    with pytest.raises(XlarankError, match=re.escape(str(path))):
+        read_records(path, collection="layout:xla:default")
+    # A TuningData whose first kernel has no module is still told from the other kinds.
+    good = [(1, pw.module("k", [pw.computation(1, "main", [
+        pw.instruction(1, "parameter"), pw.instruction(2, "dot", [1, 1])], 2)], 1)),
+        (2, 7), (3, pw.tile_run([1], 100, default=True)), (3, pw.tile_run([2], 50))]
+    path = _write(tmp_path, pw.message([(1, [(2, 1)]), (1, good)]), "tile2.pb")
+    with pytest.warns(XlarankWarning, match="kernel 0"):
+        assert len(read_records(path)) == 1
+
+
+def test_warnings_are_one_line_and_wait_for_a_whole_import(tmp_path):
+    module = _module([(1, "main", [pw.instruction(1, "parameter"),
+                                   pw.instruction(2, "x\nerror: injected", [1]),
+                                   pw.instruction(3, "dot", [2, 1])], 3)])
+    good = _write(tmp_path, pw.message([(1, module)]), "nl.hlo.pb")
+    result = runner.invoke(app, ["import", str(good), "--out-dir", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert [line[:8] for line in result.stderr.splitlines()] == ["warning:"]
+    bad = _write(tmp_path, b"\x00\x01", "bad.pb")
+    result = runner.invoke(app, ["import", str(good), str(bad), "--out-dir",
+                                 str(tmp_path / "o2")])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [result.stderr.splitlines()[0]]
+    assert result.stderr.startswith("error: ") and str(bad) in result.stderr

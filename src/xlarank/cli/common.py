@@ -203,8 +203,9 @@ def _show_warning(message, category, *args, **kwargs) -> None:
     """xlarank's own warnings as one ``warning:`` line; others as Python shows them."""
     if not issubclass(category, XlarankWarning):
         return _python_showwarning(message, category, *args, **kwargs)
-    err_console.print(f"[yellow]warning:[/yellow] {escape(str(message))}", highlight=False,
-                      soft_wrap=True)
+    # One line, as an error is: a name holding a newline must not start a line of its own.
+    err_console.print(f"[yellow]warning:[/yellow] {escape(' '.join(str(message).split()))}",
+                      highlight=False, soft_wrap=True)
 
 
 def _show_table(title: str, columns: Sequence[tuple[str, str]],

@@ -11,6 +11,7 @@ an import as it reads the real dataset.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from xlarank.data.xla.records import (
     configurable_nodes,
     read_records,
 )
-from xlarank.errors import BadGraphError, XlarankError
+from xlarank.errors import BadGraphError, XlarankError, XlarankWarning
 
 MANIFEST = "xlarank-import.json"
 
@@ -39,8 +40,11 @@ def import_records(sources: Sequence[str | Path], out_dir: str | Path, *,
     only when complete. Raises XlarankError naming the file at the first bad source.
     """
     graphs: list[ImportedGraph] = []
-    for source in sources:
-        graphs.extend(read_records(source, **options))
+    # Warnings wait for the import to succeed: a failed one says only its error.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", XlarankWarning)
+        for source in sources:
+            graphs.extend(read_records(source, **options))
     seen: dict[Path, Path] = {}
     for graph in graphs:
         if graph.relative_path in seen:
@@ -65,6 +69,8 @@ def import_records(sources: Sequence[str | Path], out_dir: str | Path, *,
                     "files": [{"path": str(g.relative_path), "source": str(g.source),
                                "note": g.note} for g in graphs]}
         (building / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    for warning in caught:
+        warnings.warn(warning.message, warning.category, stacklevel=2)
     return graphs
 
 

@@ -162,11 +162,15 @@ def encode_module(buf: memoryview, span: tuple[int, int] | None) -> EncodedModul
     first_operands: list[list[int]] = []
     node_comp: list[int] = []
     fused_comps: set[int] = set()
+    calls: dict[int, set[int]] = {}
     for comp_span in computations:
         comp = _decode_computation(buf, comp_span)
         names.append(comp.get("name"))
-        roots[comp.get("id")] = comp.get("root_id")
+        if comp.get("id") in roots:
+            raise ModuleError(f"computation id {comp.get('id')} is used twice")
         root_id = comp.get("root_id")
+        own = len(ids)
+        calls[comp.get("id")] = set()
         for inst_span in comp.get("instructions"):
             inst = decode(buf, "HloInstructionProto", inst_span)
             opcode = inst.get("opcode")
@@ -181,8 +185,15 @@ def encode_module(buf: memoryview, span: tuple[int, int] | None) -> EncodedModul
             ranks.append(len(inst.get("shape").get("dimensions")))
             first_operands.append((list(inst.get("operand_ids")) + [None, None])[:2])
             node_comp.append(comp.get("id"))
+            calls[comp.get("id")].update(called[-1])
             if opcode == "fusion":
                 fused_comps.update(called[-1])
+        # A root outside the computation would tie it to another one's nodes; an empty
+        # computation has none, and calling it is refused with the edges.
+        if len(ids) > own and root_id not in ids[own:]:
+            raise ModuleError(f"computation {comp.get('name')!r}: its root id {root_id} is "
+                              "no instruction of it")
+        roots[comp.get("id")] = root_id if len(ids) > own else None
         if any(marker in comp.get("name") for marker in SPLIT_MARKERS):
             splits.append(len(ids))
     if not ids:
@@ -190,6 +201,7 @@ def encode_module(buf: memoryview, span: tuple[int, int] | None) -> EncodedModul
     if splits[-1] < len(ids):
         splits.append(len(ids))
     _check_entry(module, roots, names)
+    _check_no_recursion(calls, dict(zip(roots, names)))
     edges = _edges(ids, operands, called, roots)
     node_feat = np.stack(rows).astype(np.float32)
     position = {inst_id: i for i, inst_id in enumerate(ids)}
@@ -206,6 +218,30 @@ def _decode_computation(buf: memoryview, span) -> Message:
     if comp.get("instructions") and "root_id" not in comp:
         raise ModuleError(f"computation {comp.get('name')!r} has no root instruction")
     return comp
+
+
+def _check_no_recursion(calls: dict[int, set[int]], names: dict[int, str]) -> None:
+    """Refuse a computation that calls itself, directly or through others: HLO has no
+    recursion, and flattening one would give a cycle."""
+    state: dict[int, int] = {}  # 1 while on the path, 2 once done
+    for start in calls:
+        stack = [(start, iter(sorted(calls.get(start, ()))))]
+        state[start] = state.get(start, 0) or 1
+        if state[start] == 2:
+            continue
+        while stack:
+            comp, callees = stack[-1]
+            callee = next(callees, None)
+            if callee is None:
+                state[comp] = 2
+                stack.pop()
+            elif state.get(callee) == 1:
+                raise ModuleError(f"computation {names.get(callee, callee)!r} calls itself "
+                                  "(through its own instructions or others'): HLO has no "
+                                  "recursion")
+            elif state.get(callee) is None and callee in calls:
+                state[callee] = 1
+                stack.append((callee, iter(sorted(calls[callee]))))
 
 
 def _check_entry(module: Message, roots: dict[int, int], names: list[str]) -> None:

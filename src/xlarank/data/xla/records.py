@@ -46,6 +46,10 @@ KINDS = ("auto", "tuning-data", "module-tuning-data", "hlo-proto", "hlo-module")
 LAYOUT_DIMS = 6
 # nlp random files hold up to ~100,000 configs; more candidates than that is a mistake.
 MAX_CANDIDATES = 100_000
+# Tile bounds count tiles of a tensor's dimension: positive, and far below this.
+MAX_TILE_BOUND = 2**31
+# A dump's candidate configs are float32 (candidates, nodes, 18) in memory before writing.
+MAX_CANDIDATE_BYTES = 1 << 30
 LAYOUT_TENSORS = 3
 # Instructions whose layouts the TPU compiler leaves open in the dataset's layout records
 # (all configurable nodes of the real samples are one of these, outside fusions).
@@ -124,9 +128,11 @@ def detect_kind(buf: memoryview) -> str:
         return top.get("runs") and _looks_like_module(buf, top["module"])
 
     def tuning() -> bool:
-        spans = decode(buf, "TuningData").get("modules")
-        inner = decode(buf, "ModuleTuningData", spans[0])
-        return inner.get("module") and _looks_like_module(buf, inner["module"])
+        for span in decode(buf, "TuningData").get("modules"):
+            inner = decode(buf, "ModuleTuningData", span)
+            if inner.get("module"):
+                return _looks_like_module(buf, inner["module"])
+        return False
 
     if 1 in numbers and numbers & {2, 3, 4} and attempt("ModuleTuningData", module_tuning):
         return "module-tuning-data"
@@ -196,11 +202,11 @@ def _split(split: str | None, default: str) -> str:
     return split
 
 
-def _layout_collection(collection: str | None) -> Collection:
+def _layout_collection(collection: str | None, path: Path) -> Collection:
     found = get_collection(collection or "layout:xla:default")
     if found.is_tile:
-        raise XlarankError(f"--collection {found}: this record holds layout configs; give a "
-                           "layout collection")
+        raise XlarankError(f"{path}: --collection {found}, but it holds a layout graph; give "
+                           "a layout collection, or import it on its own")
     return found
 
 
@@ -234,7 +240,7 @@ def _measured_runs(runs: list[Message], config_field: str, what: str,
 
 def _layout_graph(buf, path: Path, record: Message, collection, split, name,
                   drop_failed_runs: bool) -> ImportedGraph:
-    coll = _layout_collection(collection)
+    coll = _layout_collection(collection, path)
     if "module" not in record:
         raise ModuleError("the record holds no module")
     encoded = encode_module(buf, record["module"])
@@ -288,7 +294,8 @@ def _tile_graphs(buf, path: Path, collection, split, drop_failed_runs: bool
                  ) -> list[ImportedGraph]:
     coll = get_collection(collection or "tile:xla")
     if not coll.is_tile:
-        raise XlarankError(f"--collection {coll}: this record holds tile kernels; give tile:xla")
+        raise XlarankError(f"{path}: --collection {coll}, but it holds tile kernels; give "
+                           "tile:xla, or import it on its own")
     graphs = []
     skipped = []
     for k, span in enumerate(decode(buf, "TuningData").get("modules")):
@@ -302,6 +309,13 @@ def _tile_graphs(buf, path: Path, collection, split, drop_failed_runs: bool
             skipped.append(f"kernel {k} (a run without a tile config)")
             continue
         runs = _measured_runs(runs, "op_config", what, drop_failed_runs, 2)
+        for r, run in enumerate(runs):
+            tile = run["op_config"]["tile_size_config"]
+            bounds = [b for field in ("kernel_bounds", "output_bounds", "input_bounds")
+                      for b in tile.get(field)]
+            if any(not 1 <= b <= MAX_TILE_BOUND for b in bounds):
+                raise XlarankError(f"{what}: run {r} has tile bounds {bounds}, expected "
+                                   f"whole numbers in 1..{MAX_TILE_BOUND:,}")
         encoded = encode_module(buf, record["module"])
         warn_unknown_opcodes(f"kernel {encoded.name}", encoded.unknown_opcodes)
         default = next(r for r in runs if r.get("is_default"))
@@ -359,10 +373,15 @@ def candidate_layouts(encoded: EncodedModule, nodes: np.ndarray, count: int, see
             if member < 0 or encoded.node_rank[member] < 2:
                 continue
             rank = int(encoded.node_rank[member])
-            layout = encoded.node_feat[member, 134:134 + rank].astype(np.int64)
-            if sorted(layout.tolist()) != list(range(rank)):  # no layout in the dump
-                layout = np.arange(rank)[::-1]
-            tensors.append((j, t, int(layout[0]), int(layout[1])))
+            layout = encoded.node_feat[member, 134:134 + min(rank, LAYOUT_DIMS)]
+            minor, second = (int(v) for v in layout[:2])
+            full = sorted(layout.tolist()) == list(range(rank)) if rank <= LAYOUT_DIMS else \
+                minor != second and max(minor, second) < rank
+            if not full:  # no layout in the dump: the default, row-major
+                minor, second = rank - 1, rank - 2
+            if max(minor, second) >= LAYOUT_DIMS:
+                continue  # a config row names dimensions 0-5 only; leave it open
+            tensors.append((j, t, minor, second))
     configs = np.full((count, len(nodes), LAYOUT_TENSORS * LAYOUT_DIMS), -1, dtype=np.float32)
     seen = set()
     for i in range(count):
@@ -380,13 +399,21 @@ def candidate_layouts(encoded: EncodedModule, nodes: np.ndarray, count: int, see
 
 def _dump_graph(buf, path: Path, span, collection, split, name, candidates: int,
                 seed: int) -> ImportedGraph:
-    coll = _layout_collection(collection)
+    coll = _layout_collection(collection, path)
+    if split not in (None, "test"):
+        raise XlarankError(f"{path}: an HLO dump has no measured runtimes, so its file "
+                           f"belongs to the test split, not {split}")
     encoded = encode_module(buf, span)
     warn_unknown_opcodes("module " + encoded.name, encoded.unknown_opcodes)
     nodes = configurable_nodes(encoded)
     if not len(nodes):
         raise XlarankError(f"{path}: the module has no configurable node (convolution, dot "
                            "or reshape of rank 2 or more outside a fusion)")
+    need = candidates * len(nodes) * LAYOUT_TENSORS * LAYOUT_DIMS * 4
+    if need > MAX_CANDIDATE_BYTES:
+        raise XlarankError(f"{path}: {candidates:,} candidates of its {len(nodes):,} "
+                           f"configurable nodes would take {need / 2**30:.1f} GiB; give at "
+                           f"most {MAX_CANDIDATE_BYTES // (len(nodes) * 72):,} --candidates")
     arrays = _graph_arrays(encoded)
     arrays.update(node_config_ids=nodes,
                   node_config_feat=candidate_layouts(encoded, nodes, candidates, seed),
