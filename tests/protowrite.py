@@ -64,20 +64,14 @@ def module(name: str, computations, entry_id: int | None):
 def layout_run(nodes, runtime_ns: int, default: bool = False, error: bool = False):
     """nodes: per configurable node, a list of tensors' dims lists."""
     layout = [(1, [(1, [(1, d) for d in dims]) for dims in tensors]) for tensors in nodes]
-    pairs = [(2, [(1, layout)])]
-    if error:
-        pairs.append((3, True))
-    pairs.append((4, [(4, runtime_ns)]))
-    if default:
-        pairs.append((5, True))
-    return pairs
+    return _run((2, [(1, layout)]), runtime_ns, default, error)
 
 
 def tile_run(output_bounds, runtime_ns: int, default: bool = False, error: bool = False):
-    pairs = [(1, [(1, [(2, b) for b in output_bounds])])]
-    if error:
-        pairs.append((3, True))
-    pairs.append((4, [(4, runtime_ns)]))
-    if default:
-        pairs.append((5, True))
-    return pairs
+    return _run((1, [(1, [(2, b) for b in output_bounds])]), runtime_ns, default, error)
+
+
+def _run(config, runtime_ns: int, default: bool, error: bool):
+    """A ConfigProfile: its config field, then error, profile and is_default as set."""
+    return ([config] + ([(3, True)] if error else []) + [(4, [(4, runtime_ns)])]
+            + ([(5, True)] if default else []))

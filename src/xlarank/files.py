@@ -123,7 +123,7 @@ def toml_text(table: dict, header: str = "") -> str:
 
 def _escaped(text: str, comment: bool = False) -> str:
     """``text`` with the characters TOML allows neither in a comment nor in a basic
-    string (control characters but tab, DEL) as \\uXXXX escapes. A lone surrogate (a
+    string (control characters but tab, DEL) as \\u escapes of four hex digits. A lone surrogate (a
     file name's undecodable byte), which no UTF-8 file can hold, is escaped too in a
     ``comment``, and refused (XlarankError) in a string, whose value it would change."""
     if not comment:
