@@ -1,8 +1,10 @@
 """In-graph benchmark: "I measured some configs of my program; rank the rest."
 
-For every labelled layout file given (by default the real samples in ../shared/tpugraphs;
-with --synthetic, also the first valid files per layout collection of an `xlarank synth`
-tree: valid, not train, since --prior's models were trained on the train split), the
+For every labelled layout file given (by default the real samples in ../shared/tpugraphs,
+and the real layout tuning record of its raw/ imported as `xlarank import
+--drop-failed-runs` does; with --synthetic, also the first valid files per layout
+collection of an `xlarank synth` tree: valid, not train, since --prior's models were
+trained on the train split), the
 graph's distinct configs are split at random: a share of them (0.5, 0.2, 0.1, 0.05) is
 "measured" (every measurement of those configs goes to the ranker), the rest is ranked.
 Kendall tau on the held-out distinct configs (median runtime of each), mean and sd over
@@ -10,7 +12,9 @@ Kendall tau on the held-out distinct configs (median runtime of each), mean and 
 than 2 distinct configs is listed and left out.
 
 Rows:
-- rank-graph: `xlarank.rank_graph` (raw config columns + graph-local features);
+- rank-graph: `xlarank.rank_graph` (its graph-local model chosen per split by K-fold
+  validation on the measured configs: the booster on raw config columns + graph-local
+  features, the raw-column regression, or their blend; the record counts each choice);
 - rank-graph --prior MODEL: the same plus a cross-graph model's score (only with --prior;
   the model of the file's collection under that folder);
 - rank-graph + gnn, rank-graph + gru: the same plus the gnn or the gru embedding columns
@@ -26,6 +30,13 @@ Rows:
 - noise ceiling: tau between the first two measurements of configs measured twice or
   more (one figure per file, the same at every share).
 
+Per file the record also holds what makes a graph hard: its distinct configs, runtime
+spread (slowest over fastest distinct median), repeat noise (median |first - second| of
+configs measured twice or more, over the fastest runtime) and plateau (the share of
+distinct configs within 0.5% of the fastest); and per share the check of issue 31:
+rank-graph's mean at or above the peer's (within 0.005), its worst seed at or above the
+peer's mean minus its sd.
+
     python bench/ingraph.py --samples ../shared/tpugraphs [--synthetic data/synth-demo]
         [--prior models/trained/xlarank] --out bench/results/ingraph.json
 """
@@ -33,6 +44,7 @@ Rows:
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from pathlib import Path
 
@@ -90,6 +102,39 @@ def noise_ceiling(group: np.ndarray, runtime: np.ndarray) -> float | None:
     return float(kendalltau(firsts, seconds)[0])
 
 
+def repeat_noise(group: np.ndarray, runtime: np.ndarray) -> float | None:
+    """The median |first - second| measurement of configs measured at least twice (group:
+    each config's distinct config), in ns; None without repeats."""
+    seen: dict[int, float] = {}
+    gaps = []
+    for d, value in zip(group.tolist(), runtime.tolist()):
+        if d not in seen:
+            seen[d] = value
+        elif seen[d] is not None:
+            gaps.append(abs(value - seen[d]))
+            seen[d] = None
+    return float(np.median(gaps)) if gaps else None
+
+
+def hardness(group: np.ndarray, runtime: np.ndarray, median: np.ndarray) -> dict:
+    """The graph's runtime spread, repeat noise over its fastest config and plateau
+    (median: float64 (n_distinct,) each distinct config's median runtime)."""
+    best = float(median.min())
+    noise = repeat_noise(group, runtime)
+    return {"runtime_spread": float(median.max() / best),
+            "repeat_noise": None if noise is None else noise / best,
+            "plateau_0.5%": float(np.mean(median <= best * 1.005))}
+
+
+def peer_check(table: dict) -> dict:
+    """Issue 31's rule at one share: rank-graph's mean against the peer's, its worst seed
+    against the peer's mean minus sd."""
+    ours, peer = table[RANK_GRAPH], table[PEER]
+    return {"mean_minus_peer": ours["mean"] - peer["mean"],
+            "mean_ok": bool(ours["mean"] >= peer["mean"] - 0.005),
+            "worst_ok": bool(ours["worst"] >= peer["mean"] - peer["sd"])}
+
+
 def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
     import lightgbm as lgb
 
@@ -112,6 +157,7 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
         return record
     # Each config's distinct row: equal configs share their first appearance.
     distinct = distinct_configs(graph)
+    record.update(hardness(distinct.group, graph.config_runtime, distinct.median))
     row_of = pd.Series(np.arange(n), index=first).reindex(distinct.lowest).to_numpy()
     ceiling = noise_ceiling(distinct.group, graph.config_runtime)
     prior = (load_model(prior_dir / collection.slug)
@@ -121,6 +167,7 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
     results = {}
     for fraction in FRACTIONS:
         per_seed = {}
+        chosen: dict[str, int] = {}
         for seed in seeds:
             order = np.random.default_rng(seed).permutation(n)
             n_train = max(2, int(round(fraction * n)))
@@ -134,6 +181,8 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
             by_index = -ranked.set_index("config_index")["rank"].astype(np.float64)
             scores[RANK_GRAPH] = (by_index.reindex(first[test]).to_numpy(),
                                   time.perf_counter() - started)
+            model = ranked.attrs["in_graph_model"]["model"]
+            chosen[model] = chosen.get(model, 0) + 1
             for system, spec in WITH_EMBEDDING.items():
                 started = time.perf_counter()
                 ranked = rank_graph(graph, measured, seed=seed, threads=THREADS, spec=spec)
@@ -163,6 +212,8 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
                           "per_seed": [round(v[0], 4) for v in values],
                           "seconds": float(np.mean([v[1] for v in values]))}
                  for system, values in per_seed.items()}
+        table[RANK_GRAPH]["chosen"] = chosen
+        table[RANK_GRAPH]["peer_check"] = peer_check(table)
         if ceiling is not None:
             table[CEILING] = {"mean": ceiling, "sd": 0.0, "per_seed": [], "seconds": 0.0}
         results[str(fraction)] = table
@@ -174,6 +225,11 @@ def print_table(records: list[dict]) -> None:
     for record in records:
         print(f"\n{record['file']} ({record['collection']}, {record['distinct_configs']} "
               f"distinct configs)")
+        if "runtime_spread" in record:
+            noise = record["repeat_noise"]
+            print(f"  spread {record['runtime_spread']:.3f}x, repeat noise "
+                  f"{'none' if noise is None else f'{noise:.2e}'} of the fastest, "
+                  f"plateau {record['plateau_0.5%']:.1%} within 0.5%")
         if "results" not in record:
             print(f"  left out: {record['left_out']}")
             continue
@@ -185,6 +241,14 @@ def print_table(records: list[dict]) -> None:
                             f"({r[system].get('worst', r[system]['mean']):.3f})"
                             for r in record["results"].values())
             print(f"  {system:44}{cells}")
+        checks = "".join(
+            f"{'ok' if r[RANK_GRAPH]['peer_check']['mean_ok'] else 'BELOW':>12}"
+            f"{'ok' if r[RANK_GRAPH]['peer_check']['worst_ok'] else 'BELOW':>12}"
+            for r in record["results"].values())
+        print(f"  {'vs peer: mean, worst seed':44}{checks}")
+        chosen = "".join(f"{','.join(f'{k} {v}' for k, v in r[RANK_GRAPH]['chosen'].items()):>24}"
+                         for r in record["results"].values())
+        print(f"  {'rank-graph chose':44}{chosen}")
 
 
 def main() -> None:
@@ -202,6 +266,15 @@ def main() -> None:
     files = [p for p in sorted((args.samples / "npz" / "layout").rglob("*.npz"))
              if "/test/" not in str(p)]
     sources = ["real"] * len(files)
+    tuning_record = args.samples / "raw" / "module_tuning_data_layout.pb"
+    imported = tempfile.TemporaryDirectory()
+    if tuning_record.exists():
+        from xlarank.data.xla import import_records
+
+        graphs = import_records([tuning_record], Path(imported.name) / "record",
+                                drop_failed_runs=True)
+        files += [Path(imported.name) / "record" / g.relative_path for g in graphs]
+        sources += ["real (imported tuning record)"] * len(graphs)
     if args.synthetic is not None:
         for collection in COLLECTIONS[1:]:
             # Held out from --prior's training (the train split), so its row is fair.
@@ -212,8 +285,11 @@ def main() -> None:
     records = []
     for path, source in zip(files, sources):
         record = {"data": source, **one_file(path, list(range(args.seeds)), args.prior)}
+        if source.startswith("real (imported"):
+            record["file"] = f"{tuning_record} (imported)"
         records.append(record)
         print_table([record])
+    imported.cleanup()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_record(args.out, {"fractions": FRACTIONS, "seeds": args.seeds,
                             "threads": THREADS, "files": records,

@@ -21,6 +21,7 @@ from xlarank.cli.common import (
     _show_skipped,
     _user_errors,
     console,
+    err_console,
 )
 from xlarank.data.collections import get_collection
 from xlarank.outputs import Input, check_outputs
@@ -61,6 +62,7 @@ def score(
 
 @app.command("rank-graph")
 def rank_graph(
+    ctx: typer.Context,
     graph: Annotated[Path, typer.Argument(help="One npz file, layout or tile (a test file "
                                           "with zero runtimes is fine).")],
     measured: Annotated[Path, typer.Option(help="CSV config_index,runtime (ns) of the "
@@ -79,8 +81,10 @@ def rank_graph(
 ) -> None:
     """Rank all configs of one graph from the runtimes of some: rank, config_index, score,
     measured, runtime, copy_of. Repeats of a config index, and of its exact copies, are
-    combined by their median; each copy sits with the config it copies."""
+    combined by their median; each copy sits with the config it copies. xlarank chooses
+    its graph-local model on the measured configs (--verbose says which)."""
     from xlarank.atomic import atomic_path, output_lock
+    from xlarank.rank.ingraph import InGraphChoice
     from xlarank.rank.measured import read_measured_rows
     from xlarank.systems import rank_graph_with
 
@@ -92,6 +96,9 @@ def rank_graph(
                                      prior=prior)
             with atomic_path(out_csv) as tmp:
                 ranked.to_csv(tmp, index=False)
+    if ctx.obj["verbose"] and "in_graph_model" in ranked.attrs:
+        err_console.print(InGraphChoice(**ranked.attrs["in_graph_model"]).describe(),
+                          highlight=False)
     console.print(f"ranked {len(ranked)} configs ({int(ranked['measured'].sum())} measured) "
                   f"-> {out_csv}")
 

@@ -11,25 +11,31 @@ split these configs.
 
 The booster regresses each measured config's rank quantile (`rank_target`: 0 the
 fastest measured, 1 the slowest), not its log runtime. On the real unet3d 628 of the 681
-distinct configs lie within 0.1% of each other and 44 are 3x slower: a squared loss on log
-runtime spends its trees on separating the few slow configs measured, and when a split
-holds only one or two of them (bench/ingraph.py, 10% measured, seed 1) it isolates them
-with columns that merely happen to agree on them and loses the order inside the fast
-group, which is what Kendall tau counts (tau 0.41 against 0.77-0.82 on the other seeds).
-On ranks every pair weighs the same: worst of 10 seeds at 10% 0.76 instead of 0.41, at
-5% 0.61 instead of 0.31. Small-sample settings (few leaves, leaves of two configs, one
-config per histogram bin), because a user measures tens to hundreds of configs.
+distinct configs lie within 5% of the fastest (324 within 0.1%) and 44 are 3x slower: a
+squared loss on log runtime spends its trees on separating the few slow configs measured,
+and when a split holds only one or two of them (bench/ingraph.py, 10% measured, seed 1) it
+isolates them with columns that merely happen to agree on them and loses the order inside
+the fast group, which is what Kendall tau counts (tau 0.41 against 0.77-0.82 on the other
+seeds). On ranks every pair weighs the same. Small-sample settings (few leaves, leaves of
+two configs, one config per histogram bin), because a user measures tens to hundreds of
+configs.
 
-The table honours the measurements (`interleaved_scores`): a measured config's score is
-minus the log of its measured median runtime; an unmeasured config's is minus the log
-runtime a measured config at its predicted place would have (its score's place among the
-measured configs' own predicted scores, read off their measured runtimes), so both sit
-on one scale and interleave, and the measured configs keep the order of their runtimes.
+That booster was chosen on unet3d. On other graphs the simplest peer, LightGBM regression
+of log runtime on the raw config columns alone (`RAW_COLUMNS_BOOSTER`), can rank better, so
+rank-graph chooses per graph, on the measured configs only (`choose_model`): K-fold
+validation over the measured distinct configs (copies of one config stay in one fold)
+between the booster, the raw-column regression and their blend (the mean of their rank
+quantiles). Each candidate's held-out scores, each from the fold model that held the
+config out, are compared with the measured runtimes by one Kendall tau; the highest
+wins, ties going to the booster, then the blend. With fewer than
+`MIN_MEASURED_FOR_CHOICE` distinct configs measured, folds are too small to tell them
+apart and the booster is used. What was chosen, and why, is the table's
+``attrs["in_graph_model"]`` (`InGraphChoice.as_dict`).
 
 What was measured (the CSV, repeats and copies merged, the graph's distinct configs, the
-ranked table) is `xlarank.rank.measured`'s; this module is the booster: its inputs, its
-fit through the LightGBM adapter (`fit_booster`) and `rank_runtimes`, the one in-graph
-path of xlarank.
+ranked table) is `xlarank.rank.measured`'s; this module is the graph-local model: its
+inputs, the candidates and their choice, their fit through the LightGBM adapter
+(`fit_booster`) and `rank_runtimes`, the one in-graph path of xlarank.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -62,6 +69,7 @@ from xlarank.rank.measured import (
 from xlarank.rank.model import load_model
 from xlarank.rank.spec import RankerSpec
 from xlarank.seeds import check_seed
+from xlarank.threads import chosen_threads
 
 # The per-config families; ``graph`` is one value per graph, constant here.
 IN_GRAPH_SPEC = FeatureSpec("in-graph", ("config_raw", "config_joined", "khop", "config_nodes"))
@@ -73,6 +81,47 @@ IN_GRAPH_BOOSTER = RankerSpec(
     num_rounds=300,
     params={"learning_rate": 0.05, "num_leaves": 7, "min_data_in_leaf": 2,
             "min_data_in_bin": 1, "feature_fraction": 1.0})
+
+
+# The raw-column candidate: bench/ingraph.py's simplest peer as its authors would run it
+# (LGBMRegressor's defaults with 300 trees, learning rate 0.05, 31 leaves, 5 configs a
+# leaf), regressing log runtime on the raw config columns alone.
+RAW_COLUMNS_BOOSTER = RankerSpec(
+    name="raw-columns", features="raw config columns", library="lightgbm",
+    objective="regression", num_rounds=300,
+    params={"learning_rate": 0.05, "num_leaves": 31, "min_data_in_leaf": 5})
+BOOSTER, RAW_COLUMNS, BLEND = "booster", "raw-columns", "blend"
+# In order of preference where their validation taus tie.
+IN_GRAPH_MODELS = (BOOSTER, BLEND, RAW_COLUMNS)
+# Below this many measured distinct configs a fold holds three or fewer: its tau says
+# more about the split than about the model.
+MIN_MEASURED_FOR_CHOICE = 20
+CHOICE_FOLDS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class InGraphChoice:
+    """Which graph-local model ranked a graph: model (one of `IN_GRAPH_MODELS`), each
+    candidate's Kendall tau on the measured configs, each scored by the fold model that
+    held it out (empty where no choice was made), the fold count (0: no choice) and the
+    number of measured distinct configs."""
+
+    model: str
+    validation_tau: dict[str, float]
+    folds: int
+    measured_distinct: int
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def describe(self) -> str:
+        """One line for ``--verbose``."""
+        if not self.folds:
+            return (f"in-graph model: {self.model} ({self.measured_distinct} distinct "
+                    f"configs measured, fewer than {MIN_MEASURED_FOR_CHOICE} to choose on)")
+        taus = ", ".join(f"{name} {tau:.3f}" for name, tau in self.validation_tau.items())
+        return (f"in-graph model: {self.model}, chosen by {self.folds}-fold validation on "
+                f"{self.measured_distinct} measured distinct configs (held-out tau {taus})")
 
 
 def fit_booster(x: np.ndarray, target: np.ndarray, names: list[str], seed: int,
@@ -190,33 +239,128 @@ def rank_runtimes(graph: TileGraph | LayoutGraph, runtime: pd.Series, groups: np
     """xlarank's one in-graph path: `rank_graph`'s table from measured medians already
     merged (`xlarank.rank.measured.measured_runtimes`: float64 indexed by config index)
     and the graph's `config_groups`. `rank_graph`, ``rank-graph --system xlarank`` and
-    the xlarank system's `fit_graph` (`xlarank.systems.booster`) all rank through it."""
+    the xlarank system's `fit_graph` (`xlarank.systems.booster`) all rank through it.
+    The table's ``attrs["in_graph_model"]`` is the model chosen (`InGraphChoice.as_dict`)."""
     prior = checked_prior(graph, prior)
-    score = in_graph_score(graph, runtime, groups, prior, seed, threads, spec)
-    return ranked_table(interleaved_scores(score, runtime), runtime, tiebreak=score,
-                        groups=groups)
+    score, choice = in_graph_score(graph, runtime, groups, prior, seed, threads, spec)
+    table = ranked_table(interleaved_scores(score, runtime), runtime, tiebreak=score,
+                         groups=groups)
+    table.attrs["in_graph_model"] = choice.as_dict()
+    return table
 
 
 def in_graph_score(graph: TileGraph | LayoutGraph, runtime: pd.Series, groups: np.ndarray,
                    prior=None, seed: int = 0, threads: int | None = None,
-                   spec: FeatureSpec = IN_GRAPH_SPEC) -> np.ndarray:
-    """float64 (n_configs,): the graph-local booster's score of every config (minus its
-    predicted rank quantile, higher is faster), fitted on the measured medians ``runtime``
-    (prior: a loaded, checked model or None). Where the booster gives every unmeasured
-    config one score, a warning (XlarankWarning) and each config's nearest measured
-    config's score instead (`nearest_measured_scores`)."""
+                   spec: FeatureSpec = IN_GRAPH_SPEC) -> tuple[np.ndarray, InGraphChoice]:
+    """float64 (n_configs,): the graph-local model's score of every config (higher is
+    faster), fitted on the measured medians ``runtime`` (prior: a loaded, checked model
+    or None), and the `InGraphChoice` of that model (`choose_model`). Where the model
+    gives every unmeasured config one score, a warning (XlarankWarning) and each config's
+    nearest measured config's score instead (`nearest_measured_scores`)."""
     rows = runtime.index.to_numpy(np.int64)
     x, names = in_graph_inputs(graph, prior, spec)
-    booster = fit_booster(x[rows], rank_target(runtime.to_numpy()), names, seed, threads)
-    score = -predict_booster(booster, x, names)
+    raw = config_columns(graph)
+    # Identical columns offer a tree the same splits: one of each keeps the fits small
+    # (nlp's 15,264 raw columns are 159 distinct ones).
+    raw = np.ascontiguousarray(raw[:, _informative(raw)], np.float32)
+    choice = choose_model(x, names, raw, rows, runtime.to_numpy(np.float64), groups[rows],
+                          seed, threads)
+    score = candidate_scores((choice.model,), x, names, raw, rows,
+                             runtime.to_numpy(np.float64), groups[rows], None, seed,
+                             threads)[choice.model]
     if constant_unmeasured(score, runtime, groups):
         warnings.warn(XlarankWarning(
-            f"{graph.path}: the graph-local booster gave every unmeasured config one score "
-            f"from {len(runtime)} measured configs; they are ordered by their nearest "
-            "measured config instead: measure more configs for a model's order"),
-            stacklevel=4)
+            f"{graph.path}: the graph-local model ({choice.model}) gave every unmeasured "
+            f"config one score from {len(runtime)} measured configs; they are ordered by "
+            "their nearest measured config instead: measure more configs for a model's "
+            "order"), stacklevel=4)
         score = nearest_measured_scores(graph, runtime)
-    return score
+    return score, choice
+
+
+def candidate_scores(models: tuple[str, ...], x: np.ndarray, names: list[str],
+                     raw: np.ndarray, rows: np.ndarray, runtime: np.ndarray,
+                     group: np.ndarray, scored: np.ndarray | None, seed: int,
+                     threads: int | None) -> dict[str, np.ndarray]:
+    """float64 (n_scored,) per model of ``models`` (names in `IN_GRAPH_MODELS`): its score
+    (higher is faster) of the configs ``scored`` (int64 (n_scored,); None: all), fitted
+    on the measured configs ``rows`` (int64 (m,) ids into x (n_configs, n_inputs) and
+    raw (n_configs, n_raw)) with their runtimes (float64 (m,)) and distinct configs
+    ``group`` (int64 (m,)). The booster fits every measured config index (copies weigh as
+    measured); the raw-column regression, like the peer it is, one row per distinct
+    config; the blend is the mean of the two's rank quantiles and reuses their fits."""
+    from scipy.stats import rankdata
+
+    scored = np.arange(len(x)) if scored is None else scored
+    scores = {}
+    if BOOSTER in models or BLEND in models:
+        booster = fit_booster(x[rows], rank_target(runtime), names, seed, threads)
+        scores[BOOSTER] = -predict_booster(booster, x[scored], names)
+    if RAW_COLUMNS in models or BLEND in models:
+        _, once = np.unique(group, return_index=True)
+        raw_names = [f"raw{i}" for i in range(raw.shape[1])]
+        regression = fit_booster(raw[rows[once]], np.log(runtime[once]), raw_names, seed,
+                                 threads, RAW_COLUMNS_BOOSTER)
+        scores[RAW_COLUMNS] = -predict_booster(regression, raw[scored], raw_names,
+                                               RAW_COLUMNS_BOOSTER)
+    if BLEND in models:
+        scores[BLEND] = (rankdata(scores[BOOSTER]) + rankdata(scores[RAW_COLUMNS])) / (
+            2.0 * len(scored))
+    return {model: scores[model] for model in models}
+
+
+def choose_model(x: np.ndarray, names: list[str], raw: np.ndarray, rows: np.ndarray,
+                 runtime: np.ndarray, group: np.ndarray, seed: int = 0,
+                 threads: int | None = None) -> InGraphChoice:
+    """The in-graph model for one graph, chosen on its measured configs alone.
+
+    x: float32 (n_configs, n_inputs), the booster's inputs (`in_graph_inputs`); raw:
+    float32 (n_configs, n_raw), the raw config columns; rows: int64 (m,) the measured
+    config indices, runtime: float64 (m,) their medians, group: int64 (m,) their distinct
+    configs (copies share one). `CHOICE_FOLDS`-fold validation over the measured distinct
+    configs, folds drawn from ``seed``: each candidate of `IN_GRAPH_MODELS` is fitted on
+    the other folds and scores one row per distinct config of the held-out fold; its
+    Kendall tau over all the held-out scores decides, the highest winning, ties in
+    `IN_GRAPH_MODELS`' order. Fewer than `MIN_MEASURED_FOR_CHOICE` distinct configs
+    measured, or a fold whose fitting configs all ran equally fast: the booster, no
+    folds."""
+    from scipy.stats import kendalltau, rankdata
+
+    distinct, first = np.unique(group, return_index=True)
+    if len(distinct) < MIN_MEASURED_FOR_CHOICE:
+        return InGraphChoice(BOOSTER, {}, 0, len(distinct))
+    fold_of = np.empty(len(distinct), np.int64)
+    fold_of[np.random.default_rng(seed).permutation(len(distinct))] = (
+        np.arange(len(distinct)) % CHOICE_FOLDS)
+    fold = fold_of[np.searchsorted(distinct, group)]
+    folds = [k for k in range(CHOICE_FOLDS) if np.ptp(runtime[fold != k]) > 0]
+    if len(folds) < CHOICE_FOLDS:
+        return InGraphChoice(BOOSTER, {}, 0, len(distinct))
+
+    def held_out_scores(k: int) -> dict[str, np.ndarray]:
+        # One thread a fit, folds side by side: a booster of tens of configs spends its
+        # time waking threads, not splitting (20x slower on 2 threads beside a busy job).
+        return candidate_scores((BOOSTER, RAW_COLUMNS), x, names, raw, rows[fold != k],
+                                runtime[fold != k], group[fold != k],
+                                rows[first[fold_of == k]], seed, 1)
+
+    workers = max(1, min(CHOICE_FOLDS, threads or chosen_threads()))
+    with ThreadPoolExecutor(workers) as pool:
+        per_fold = list(pool.map(held_out_scores, folds))
+    # One tau over every measured distinct config, each scored by the fold that held it
+    # out: the fold models share a target scale, and 20 configs give 190 pairs where
+    # five folds of four give 30.
+    held = np.concatenate([first[fold_of == k] for k in folds])
+    scores = {model: np.concatenate([fitted[model] for fitted in per_fold])
+              for model in (BOOSTER, RAW_COLUMNS)}
+    scores[BLEND] = rankdata(scores[BOOSTER]) + rankdata(scores[RAW_COLUMNS])
+    mean = {}
+    for model in IN_GRAPH_MODELS:
+        value = kendalltau(-scores[model], runtime[held])[0]
+        mean[model] = 0.0 if np.isnan(value) else float(value)
+    best = max(IN_GRAPH_MODELS, key=lambda model: (mean[model],
+                                                    -IN_GRAPH_MODELS.index(model)))
+    return InGraphChoice(best, mean, CHOICE_FOLDS, len(distinct))
 
 
 def rank_target(runtime: np.ndarray) -> np.ndarray:
