@@ -604,6 +604,8 @@ def main() -> None:
     parser.add_argument("--no-ablations", action="store_true",
                         help="only the tuner's default strategy (a faster run)")
     parser.add_argument("--real-only", action="store_true")
+    parser.add_argument("--synthetic-only", action="store_true",
+                        help="only the --synthetic files (the real ones run on their own)")
     parser.add_argument("--batches", type=str, default=",".join(map(str, BATCHES)),
                         help="comma-separated batch sizes")
     parser.add_argument("--out", type=Path, default=Path("bench/results/autotune.json"))
@@ -613,7 +615,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     records = []
     with tempfile.TemporaryDirectory() as tmp:
-        graphs = real_graphs(args.samples, Path(tmp))
+        graphs = [] if args.synthetic_only else real_graphs(args.samples, Path(tmp))
         if args.synthetic is not None and not args.real_only:
             for collection in COLLECTIONS:
                 for path in split_files(args.synthetic, collection, "valid"):
