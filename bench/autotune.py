@@ -66,7 +66,8 @@ Strategies ("peers") in the same run:
   and the snapped config's parameters told back.
 
     python bench/autotune.py [--samples ../shared/tpugraphs] [--synthetic data/synth-demo]
-        [--prior models/trained/synth-demo/xlarank] --out bench/results/autotune.json
+        [--prior models/trained/synth-demo/xlarank] [--real-only | --synthetic-only]
+        --out bench/results/autotune.json
 """
 
 from __future__ import annotations
