@@ -5,19 +5,42 @@ config's median runtime (all measurements of identical config rows pooled). A st
 asks for a batch (8 or 32 configs), the oracle answers, until a budget of 20% of the
 distinct configs is spent; 10 seeds.
 
-Files: every labelled real layout file under --samples (unet3d; a file with fewer than
-2 distinct configs is listed and left out), and with --synthetic, per collection, tile
-included, the first valid file with at least 100 distinct configs (so that 20% leaves
-more than one batch) of an `xlarank synth` tree: valid, not train, because --prior's
-models were trained on the train split, and a prior that has seen the file finds its best
-config in one or two measurements.
+Files (every real labelled graph at hand, then the synthetic ones):
+- every labelled real layout file under --samples (unet3d; a file with fewer than 2
+  distinct configs, openai_v0_rnn_optimized, is listed and left out);
+- the real XLA tuning records under --samples/raw, imported by the bench into a
+  temporary folder (`xlarank.data.xla.import_records`, failed runs dropped as the
+  official converter drops them): the layout record (unet3d's module, 112 configs, 91
+  distinct) and the tile kernels of op_tuning_data.pb with at least 50 distinct configs;
+- with --synthetic, per collection, tile included, the first valid file with at least
+  100 distinct configs (so that 20% leaves more than one batch) of an `xlarank synth`
+  tree: valid, not train, because --prior's models were trained on the train split, and
+  a prior that has seen the file finds its best config in one or two measurements.
+
+Per graph (`graph_record`): distinct configs, runtime spread (max / min of the distinct
+configs' medians), plateau (share of distinct configs within 0.5% of the best), and the
+repeat noise (`repeat_noise`): the median, over the configs measured twice or more, of
+|r1 - r2|, the first two measurements of the config in file order, in ns and relative
+to the best median, with the Kendall tau between those two measurements (`repeat_tau`;
+FORMAT.md: 0.82 on unet3d). A file with no config measured twice has no measured noise:
+it is recorded as unknown (None), and its target below is the best config itself
+(noise 0).
 
 Metrics, per strategy and batch size:
+- measurements until a config within the noise of the best (`within_noise`: median
+  runtime <= best + noise; ties included): the median over seeds, ">B" where more than
+  half the seeds did not get there within the budget B; random search's exact
+  expectation (N + 1) / (k + 1) for the k configs of that target;
+- regret at budgets of 2, 5, 10 and 20% of the distinct configs (`regret_at`): best true
+  runtime measured so far / the pool's best - 1, the mean over seeds; random search's
+  exact expectation;
 - best-so-far curve: best true runtime measured so far / the pool's best, per measurement;
 - measurements until one of the top 1% (max(1, 1% of the pool), ties at the threshold
-  included) and until the best config: the median over seeds, ">B" where more than half
-  the seeds did not get there within the budget B; measurements are counted one by one
-  in the order a batch was asked;
+  included), kept only where the top 1% stands clear of the noise (its spread, the
+  runtime at the 1% threshold minus the best, larger than the noise; else the row says
+  "within noise" and the file is named in the record's `top1_within_noise`), and until
+  the best config; counted as above; measurements are counted one by one in the order a
+  batch was asked;
 - standardised score at budgets of 2, 5, 10 and 20%: (random - strategy) / (random - 1)
   on the mean best-so-far ratio (1: the pool's best, 0: no better than random search).
 
@@ -43,12 +66,14 @@ Strategies ("peers") in the same run:
   and the snapped config's parameters told back.
 
     python bench/autotune.py [--samples ../shared/tpugraphs] [--synthetic data/synth-demo]
-        [--prior models/trained/synth-demo/xlarank] --out bench/results/autotune.json
+        [--prior models/trained/synth-demo/xlarank] [--real-only | --synthetic-only]
+        --out bench/results/autotune.json
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -76,6 +101,14 @@ SCORE_BUDGETS = (0.02, 0.05, 0.10, 0.20)
 SEEDS = 10
 THREADS = 1
 MIN_SYNTHETIC_DISTINCT = 100
+# Real tile kernels with fewer distinct configs leave a 20% budget of under 10
+# measurements: not one batch of feedback.
+MIN_REAL_TILE_DISTINCT = 50
+RECORDS = ("module_tuning_data_layout.pb", "op_tuning_data.pb")
+PLATEAU = 0.005
+NOISE_RULE = ("the median over configs measured twice or more of |r1 - r2| (their first "
+              "two measurements in file order), in ns and relative to the best median; "
+              "no config measured twice: noise unknown (None), target the best itself")
 TUNER = "tuner"
 # Each part of the tuner against its default (exploitation after a diverse cold start).
 ABLATIONS = {
@@ -92,10 +125,74 @@ AUTOTVM = "AutoTVM-style (XGBoost rank:pairwise, 5% random)"
 TPE = "Optuna TPE (per-node categorical, snapped)"
 
 
+def first_two_runs(runtime: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float64 (r,) twice: the first and second measurement, in file order, of each of
+    the r configs measured twice or more (runtime (n_configs,) every measurement, group
+    (n_configs,) each measurement's distinct config)."""
+    order = np.argsort(group, kind="stable")  # file order kept within a config
+    g, r = np.asarray(group)[order], np.asarray(runtime, np.float64)[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    counts = np.diff(np.r_[starts, len(g)])
+    twice = starts[counts >= 2]
+    return r[twice], r[twice + 1]
+
+
+def repeat_noise(runtime: np.ndarray, group: np.ndarray) -> tuple[float | None, int]:
+    """The spread between repeated measurements of one config.
+
+    runtime: float (n_configs,) every measurement in file order; group: int (n_configs,)
+    each measurement's distinct config. Returns (noise, repeated): noise in ns, the median
+    over the configs measured twice or more of |r1 - r2|, their first two measurements in
+    file order (None when no config is measured twice: unknown, not zero); repeated, the
+    number of such configs.
+    """
+    first, second = first_two_runs(runtime, group)
+    if len(first) == 0:
+        return None, 0
+    return float(np.median(np.abs(first - second))), int(len(first))
+
+
+def repeat_tau(runtime: np.ndarray, group: np.ndarray) -> float | None:
+    """Kendall tau between the first and second measurements of the configs measured
+    twice or more (runtime, group as in `repeat_noise`): how far two measurements agree
+    on their order, the ceiling of any ranking on those configs; None under 3 configs."""
+    from scipy.stats import kendalltau
+
+    first, second = first_two_runs(runtime, group)
+    return float(kendalltau(first, second).statistic) if len(first) >= 3 else None
+
+
+def within_noise(runtime: np.ndarray, noise: float | None) -> np.ndarray:
+    """bool (n,): the distinct configs (medians runtime (n,)) within the noise of the
+    best, runtime <= best + noise; an unknown noise (None) counts as 0: the best itself
+    and its ties."""
+    return runtime <= runtime.min() + (noise or 0.0)
+
+
+def top1_threshold(runtime: np.ndarray) -> float:
+    """The runtime of the max(1, 1% of n)-th fastest of runtime (n,): the top 1% is every
+    config at or below it."""
+    return float(np.sort(runtime)[max(1, int(0.01 * len(runtime))) - 1])
+
+
+def budget_at(share: float, n: int, length: int) -> int:
+    """Measurements at a budget of `share` of n distinct configs, within a curve of
+    `length` measurements."""
+    return min(length, max(1, int(round(share * n))))
+
+
+def regret_at(curve: list[float], n: int) -> dict[str, float]:
+    """Regret (best so far / the pool's best - 1) of a best-so-far ratio curve (length
+    the budget) at SCORE_BUDGETS shares of n distinct configs, keyed by share."""
+    return {str(share): float(curve[budget_at(share, n, len(curve)) - 1] - 1.0)
+            for share in SCORE_BUDGETS}
+
+
 class Pool:
     """One file's distinct configs: first (n,) their lowest config index, runtime (n,)
     the oracle's median, raw (n, m) the varying raw config columns, group (n_configs,)
-    each config index's distinct config."""
+    each config index's distinct config; noise (ns, None if unknown) and repeated from
+    `repeat_noise` on the file's own measurements."""
 
     def __init__(self, graph):
         raw = config_columns(graph)
@@ -106,6 +203,28 @@ class Pool:
         self.raw = raw[:, varying_columns(raw)][distinct.first]
         self.runtime = distinct.median
         self.n = len(distinct)
+        self.noise, self.repeated = repeat_noise(graph.config_runtime, distinct.group)
+
+
+def graph_record(pool: Pool) -> dict:
+    """What decides how hard a file is to tune: its size, spread, plateau and noise."""
+    best = float(pool.runtime.min())
+    top1 = top1_threshold(pool.runtime)
+    noise = pool.noise
+    return {
+        "runtime_spread": float(pool.runtime.max() / best),
+        "plateau": float(np.mean(pool.runtime <= best * (1 + PLATEAU))),
+        "repeated_configs": pool.repeated,
+        "noise_ns": noise,
+        "noise_relative": None if noise is None else noise / best,
+        "repeat_tau": repeat_tau(pool.graph.config_runtime, pool.group),
+        "within_noise_configs": int(within_noise(pool.runtime, noise).sum()),
+        "top1_spread_ns": top1 - best,
+        "top1_spread_relative": (top1 - best) / best,
+        # Top 1% holds meaning only where its members are told apart from the best by
+        # more than measurement noise; else which configs are in it is measurement luck.
+        "top1_clear_of_noise": bool(top1 - best > (noise or 0.0)),
+    }
 
 
 def oracle_runtime(pool: Pool, indices: np.ndarray) -> np.ndarray:
@@ -223,15 +342,20 @@ def run_tpe(pool: Pool, batch: int, budget: int, seed: int) -> list[int]:
 
 
 def summarise(orders: list[list[int]], pool: Pool, budget: int) -> dict:
-    """Curves and counts of one strategy over seeds."""
+    """Curves and counts of one strategy over seeds (orders: per seed, the distinct
+    configs in the order measured)."""
     best = pool.runtime.min()
-    threshold = np.sort(pool.runtime)[max(1, int(0.01 * pool.n)) - 1]
+    threshold = top1_threshold(pool.runtime)
+    target = within_noise(pool.runtime, pool.noise)
     curves = np.array([np.minimum.accumulate(pool.runtime[o[:budget]]) / best
                        for o in orders])
+    curve = curves.mean(axis=0).tolist()
+    to_noise = [first_hit(target[o]) for o in orders]
     to_top = [first_hit(pool.runtime[o] <= threshold) for o in orders]
     to_best = [first_hit(pool.runtime[o] <= best) for o in orders]
-    return {"curve": curves.mean(axis=0).tolist(), "to_top1": to_top,
-            "to_top1_median": censored_median(to_top, budget),
+    return {"curve": curve, "regret": regret_at(curve, pool.n),
+            "to_noise": to_noise, "to_noise_median": censored_median(to_noise, budget),
+            "to_top1": to_top, "to_top1_median": censored_median(to_top, budget),
             "to_best": to_best, "to_best_median": censored_median(to_best, budget)}
 
 
@@ -251,26 +375,30 @@ def censored_median(values: list[int | None], budget: int) -> float | None:
 def standardised(curve: list[float], random_curve: list[float], n: int) -> dict:
     scores = {}
     for share in SCORE_BUDGETS:
-        b = min(len(curve), max(1, int(round(share * n))))
+        b = budget_at(share, n, len(curve))
         gap = random_curve[b - 1] - 1.0
         scores[str(share)] = (None if gap <= 0
                               else float((random_curve[b - 1] - curve[b - 1]) / gap))
     return scores
 
 
-def one_file(path: Path, seeds: list[int], prior_dir: Path | None, ablations: bool,
+def one_file(graph, label: str, seeds: list[int], prior_dir: Path | None, ablations: bool,
              batches: tuple[int, ...] = BATCHES) -> dict:
-    graph = load_graph(path)
+    """The replay of one graph; label names it in the record (its path, or the record
+    it was imported from)."""
     pool = Pool(graph)
     collection = graph.collection
-    record = {"file": str(path), "collection": collection.id, "configs": graph.n_configs,
-              "distinct_configs": pool.n}
+    record = {"file": label, "collection": collection.id, "configs": graph.n_configs,
+              "distinct_configs": pool.n, **graph_record(pool)}
     if pool.n < 2:
         record["left_out"] = "fewer than 2 distinct configs"
         return record
     budget = max(1, int(np.ceil(BUDGET_SHARE * pool.n)))
-    top_k = int((pool.runtime <= np.sort(pool.runtime)[max(1, int(0.01 * pool.n)) - 1]).sum())
+    top_k = int((pool.runtime <= top1_threshold(pool.runtime)).sum())
     record.update(budget=budget, top1_configs=top_k, notes=[])
+    if pool.noise is None:
+        record["notes"].append("no config measured twice: noise unknown, the target "
+                               "'within noise' is the best config itself")
     random_curve = [expected_random_best(pool.runtime, b) / pool.runtime.min()
                     for b in range(1, budget + 1)]
     prior = None
@@ -290,9 +418,11 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None, ablations: bo
     base = Tuner(graph, prior=None, threads=THREADS)
     with_prior = Tuner(graph, prior=prior, threads=THREADS) if prior is not None else None
     strategies = {TUNER: BoosterStrategy(), **(ABLATIONS if ablations else {})}
-    results = {}
+    results, verdict = {}, {}
     for batch in batches:
-        table = {RANDOM: {"curve": random_curve,
+        table = {RANDOM: {"curve": random_curve, "regret": regret_at(random_curve, pool.n),
+                          "to_noise_median": expected_random_draws(
+                              pool.n, record["within_noise_configs"]),
                           "to_top1_median": expected_random_draws(pool.n, top_k),
                           "to_best_median": expected_random_draws(pool.n, 1),
                           "seconds": 0.0}}
@@ -315,19 +445,44 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None, ablations: bo
         for row in table.values():
             row["standardised"] = standardised(row["curve"], random_curve, pool.n)
         results[str(batch)] = table
+        # The issue's bar: within the noise in at most a third of random search's draws.
+        tuner, random = table[TUNER]["to_noise_median"], table[RANDOM]["to_noise_median"]
+        verdict[str(batch)] = {"tuner": tuner, "random_expected": random,
+                               "within_a_third_of_random": (tuner is not None
+                                                            and tuner <= random / 3)}
     record["results"] = results
+    record["tuner_to_noise_vs_random"] = verdict
     return record
 
 
-def fmt(value) -> str:
+def fmt(value, digits: int = 1) -> str:
     if value is None:
         return "-"
-    return f"{value:.1f}" if isinstance(value, float) else str(value)
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def reach(value, budget: int) -> str:
+    """A count of measurements, ">B" where most seeds did not get there."""
+    return fmt(value) if value is not None else f">{budget}"
 
 
 def print_table(record: dict) -> None:
     print(f"\n{record['file']} ({record['data']}, {record['collection']}, "
           f"{record['distinct_configs']} distinct configs)")
+    noise = record["noise_ns"]
+    noise_text = ("unknown (no config measured twice)" if noise is None else
+                  f"{noise:.0f} ns = {record['noise_relative']:.2g} of the best "
+                  f"({record['repeated_configs']} configs measured twice or more, "
+                  f"their two runs agree to Kendall tau {fmt(record['repeat_tau'], 2)})")
+    print(f"  spread {record['runtime_spread']:.4g}x; plateau (within 0.5%) "
+          f"{100 * record['plateau']:.1f}%; repeat noise {noise_text}; "
+          f"{record['within_noise_configs']} configs within the noise of the best")
+    top1 = ("clear of the noise" if record["top1_clear_of_noise"] else "within noise")
+    if noise:
+        top1 += f" ({record['top1_spread_ns'] / noise:.2f}x the noise)"
+    if record["top1_spread_ns"] == 0:
+        top1 += ": the top 1% is the best config and its ties ('to best')"
+    print(f"  top 1%: spread {record['top1_spread_relative']:.2g} of the best: {top1}")
     if "results" not in record:
         print(f"  left out: {record['left_out']}")
         return
@@ -335,18 +490,24 @@ def print_table(record: dict) -> None:
           f"{record['top1_configs']} configs")
     for note in record["notes"]:
         print(f"  note: {note}")
+    shares = list(map(str, SCORE_BUDGETS))
     for batch, table in record["results"].items():
-        print(f"  batch {batch}: {'strategy':50}{'to top1%':>10}{'to best':>9}"
-              + "".join(f"{'std@' + s:>10}" for s in map(str, SCORE_BUDGETS)) + f"{'s/run':>7}")
+        print(f"  batch {batch}: {'strategy':50}{'to noise':>9}{'to top1%':>10}"
+              f"{'to best':>9}" + "".join(f"{'regret@' + s:>13}" for s in shares)
+              + "".join(f"{'std@' + s:>10}" for s in shares) + f"{'s/run':>7}")
         for name, row in table.items():
-            top = row["to_top1_median"]
-            top_text = fmt(top) if top is not None else f">{record['budget']}"
-            best = row["to_best_median"]
-            best_text = fmt(best) if best is not None else f">{record['budget']}"
-            scores = [row["standardised"][str(s)] for s in SCORE_BUDGETS]
-            cells = "".join(f"{'-' if v is None else format(v, '.2f'):>10}" for v in scores)
-            print(f"  {'':9}{name:50}{top_text:>10}{best_text:>9}{cells}"
-                  f"{row['seconds']:>7.1f}")
+            top = (reach(row["to_top1_median"], record["budget"])
+                   if record["top1_clear_of_noise"] else "in noise")
+            regrets = "".join(f"{row['regret'][s]:>13.2g}" for s in shares)
+            scores = "".join(f"{'-' if v is None else format(v, '.2f'):>10}"
+                             for v in (row["standardised"][s] for s in shares))
+            print(f"  {'':9}{name:50}{reach(row['to_noise_median'], record['budget']):>9}"
+                  f"{top:>10}{reach(row['to_best_median'], record['budget']):>9}"
+                  f"{regrets}{scores}{row['seconds']:>7.1f}")
+        verdict = record["tuner_to_noise_vs_random"][batch]
+        print(f"  {'':9}tuner within the noise in at most a third of random's "
+              f"{verdict['random_expected']:.1f}: "
+              f"{'yes' if verdict['within_a_third_of_random'] else 'no'}")
 
 
 def plot(record: dict, out_dir: Path) -> Path:
@@ -355,11 +516,16 @@ def plot(record: dict, out_dir: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    floor = 1e-9  # log axis: a curve at the pool's best is drawn there
     fig, axes = plt.subplots(1, len(record["results"]), figsize=(12, 4.5), squeeze=False)
     for ax, (batch, table) in zip(axes[0], record["results"].items()):
+        if record["noise_relative"]:
+            # Below the band's top a config is within the repeat noise of the best.
+            ax.axhspan(floor, record["noise_relative"], color="grey", alpha=0.2,
+                       label="within repeat noise of the best")
         for name, row in table.items():
             curve = np.asarray(row["curve"]) - 1.0
-            ax.plot(np.arange(1, len(curve) + 1), np.maximum(curve, 1e-9), label=name,
+            ax.plot(np.arange(1, len(curve) + 1), np.maximum(curve, floor), label=name,
                     lw=2.2 if name == TUNER else 1.2,
                     ls="--" if name == RANDOM else "-")
         ax.set_yscale("log")
@@ -367,20 +533,71 @@ def plot(record: dict, out_dir: Path) -> Path:
         ax.set_ylabel("best so far / pool's best - 1 (mean of seeds)")
         ax.set_title(f"batch {batch}")
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"{Path(record['file']).name} ({record['data']}, {record['collection']}, "
+    name = Path(record["file"].split(": ")[-1]).stem
+    fig.suptitle(f"{name} ({record['data']}, {record['collection']}, "
                  f"{record['distinct_configs']} distinct configs)")
     fig.tight_layout()
-    stem = f"autotune-{record['data']}-{record['collection'].replace(':', '-')}-" \
-           f"{Path(record['file']).stem}"
+    stem = (f"autotune-{record['data'].replace(' ', '-')}-"
+            f"{record['collection'].replace(':', '-')}-{name}")
     path = out_dir / f"{stem}.png"
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
 
 
+def real_graphs(samples: Path, tmp: Path) -> list[tuple[object, str, str]]:
+    """(graph, label, data) of every real labelled graph: the layout samples, then the
+    tuning records imported into tmp (layout, and tile kernels of at least
+    MIN_REAL_TILE_DISTINCT distinct configs)."""
+    from xlarank.data.xla import import_records
+
+    found = [(load_graph(p), str(p), "real")
+             for p in sorted((samples / "npz" / "layout").rglob("*.npz"))
+             if "/test/" not in str(p)]
+    for name in RECORDS:
+        source = samples / "raw" / name
+        if not source.exists():
+            print(f"note: {source} not found: its graphs are not replayed")
+            continue
+        for imported in import_records([source], tmp / name, drop_failed_runs=True):
+            graph = load_graph(tmp / name / imported.relative_path)
+            if (not isinstance(graph, LayoutGraph)
+                    and len(distinct_configs(graph)) < MIN_REAL_TILE_DISTINCT):
+                continue
+            found.append((graph, f"{source}: {imported.relative_path}", "real record"))
+    return found
+
+
+def synthetic_noise_note(records: list[dict]) -> str:
+    """How the synthetic files' repeat noise compares with the real files' (relative to
+    the best), with the generator's settings (src/xlarank/data/synth); records: per
+    graph, its data and `graph_record`."""
+    from xlarank.data.synth.layout import LAYOUT_REPEAT_TAU, MIN_LAYOUT_NOISE
+    from xlarank.data.synth.tile import TILE_NOISE
+
+    def measured(*kinds: str) -> list[float]:
+        return sorted(r["noise_relative"] for r in records
+                      if r["data"] in kinds and r["noise_relative"] is not None)
+
+    def span(values: list[float]) -> str:
+        return f"{values[0]:.2g} to {values[-1]:.2g}" if values else "none measured"
+
+    synthetic, real = measured("synthetic"), measured("real", "real record")
+    spans = bool(synthetic and real and synthetic[0] <= real[0] and synthetic[-1] >= real[-1])
+    return (f"generator: each measurement is the true runtime times lognormal noise; "
+            f"layout sigma per file from a repeat Kendall tau of {LAYOUT_REPEAT_TAU[0]}-"
+            f"{LAYOUT_REPEAT_TAU[1]}, at least {MIN_LAYOUT_NOISE:g} (a median |r1 - r2| of "
+            f"about 0.95 sigma of the runtime); tile sigma {TILE_NOISE:g}. Relative repeat "
+            f"noise measured: synthetic {span(synthetic)}, real {span(real)}: the synthetic "
+            f"files {'span' if spans else 'do not span'} the real range"
+            + ("" if spans else " (`xlarank synth` has no noise setting; no other tree was "
+               "generated for this bench)"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=Path, default=ROOT.parent / "shared" / "tpugraphs")
+    parser.add_argument("--samples", type=Path, default=ROOT.parent / "shared" / "tpugraphs",
+                        help="the real samples: npz/layout/... and raw/*.pb tuning records")
     parser.add_argument("--synthetic", type=Path, default=None,
                         help="an xlarank synth tree: one valid file per collection")
     parser.add_argument("--prior", type=Path, default=None,
@@ -389,33 +606,46 @@ def main() -> None:
     parser.add_argument("--no-ablations", action="store_true",
                         help="only the tuner's default strategy (a faster run)")
     parser.add_argument("--real-only", action="store_true")
+    parser.add_argument("--synthetic-only", action="store_true",
+                        help="only the --synthetic files (the real ones run on their own)")
     parser.add_argument("--batches", type=str, default=",".join(map(str, BATCHES)),
                         help="comma-separated batch sizes")
     parser.add_argument("--out", type=Path, default=Path("bench/results/autotune.json"))
     args = parser.parse_args()
-    files = [p for p in sorted((args.samples / "npz" / "layout").rglob("*.npz"))
-             if "/test/" not in str(p)]
-    sources = ["real"] * len(files)
-    if args.synthetic is not None and not args.real_only:
-        for collection in COLLECTIONS:
-            for path in split_files(args.synthetic, collection, "valid"):
-                if Pool(load_graph(path)).n >= MIN_SYNTHETIC_DISTINCT:
-                    files.append(path)
-                    sources.append("synthetic")
-                    break
     batches = tuple(int(b) for b in args.batches.split(","))
     started = time.perf_counter()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    records = []
-    for path, source in zip(files, sources):
-        record = {"data": source, **one_file(path, list(range(args.seeds)), args.prior,
-                                             not args.no_ablations, batches)}
-        if "results" in record:
-            record["plot"] = str(plot(record, args.out.parent))
-        records.append(record)
-        print_table(record)
-    write_record(args.out, {"batches": batches, "budget_share": BUDGET_SHARE,
-                            "seeds": args.seeds, "threads": THREADS, "files": records,
+    records, noise_note = [], None
+    with tempfile.TemporaryDirectory() as tmp:
+        real = real_graphs(args.samples, Path(tmp))
+        synthetic = []
+        if args.synthetic is not None and not args.real_only:
+            for collection in COLLECTIONS:
+                for path in split_files(args.synthetic, collection, "valid"):
+                    graph = load_graph(path)
+                    if len(distinct_configs(graph)) >= MIN_SYNTHETIC_DISTINCT:
+                        synthetic.append((graph, str(path), "synthetic"))
+                        break
+        for graph, label, data in ([] if args.synthetic_only else real) + synthetic:
+            record = {"data": data, **one_file(graph, label, list(range(args.seeds)),
+                                               args.prior, not args.no_ablations, batches)}
+            if "results" in record:
+                record["plot"] = str(plot(record, args.out.parent))
+            records.append(record)
+            print_table(record)
+        if synthetic:
+            # The real files' noise is cheap to measure: compared even when not replayed.
+            noise_note = synthetic_noise_note([{"data": data, **graph_record(Pool(graph))}
+                                               for graph, _, data in real + synthetic])
+    within = [r["file"] for r in records if "results" in r and not r["top1_clear_of_noise"]]
+    print(f"\ntop 1% within noise (its figures not kept): {', '.join(within) or 'none'}")
+    summary = {"batches": batches, "budget_share": BUDGET_SHARE, "seeds": args.seeds,
+               "threads": THREADS, "noise_rule": NOISE_RULE, "plateau_share": PLATEAU,
+               "top1_within_noise": within}
+    if noise_note is not None:
+        summary["synthetic_noise"] = noise_note
+        print(f"synthetic noise: {noise_note}")
+    write_record(args.out, {**summary, "files": records,
                             "seconds": round(time.perf_counter() - started, 1)})
 
 

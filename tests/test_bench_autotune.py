@@ -1,0 +1,69 @@
+"""bench/autotune.py's noise and regret helpers, against hand-computed examples."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+try:
+    import autotune
+finally:
+    sys.path.remove(str(ROOT / "bench"))
+
+
+def test_repeat_noise_is_the_median_gap_of_each_repeated_configs_first_two_runs():
+    # Config 0: 100, 104 (then 150, not counted); config 2: 200, 190; 1 and 3 once.
+    runtime = np.array([100, 110, 200, 104, 300, 190, 150], np.int64)
+    group = np.array([0, 1, 2, 0, 3, 2, 0])
+    assert autotune.repeat_noise(runtime, group) == (7.0, 2)  # median of 4 and 10
+
+
+def test_repeat_noise_without_repeats_is_unknown_not_zero():
+    assert autotune.repeat_noise(np.array([5.0, 6.0]), np.array([0, 1])) == (None, 0)
+
+
+def test_repeat_tau_orders_each_repeated_configs_two_runs():
+    # Configs 0, 1, 2 measured twice: first runs 1, 2, 3, second runs 1, 3, 2: of the 3
+    # pairs, 2 agree and 1 does not.
+    runtime = np.array([1.0, 2.0, 3.0, 1.0, 3.0, 2.0])
+    group = np.array([0, 1, 2, 0, 1, 2])
+    assert autotune.repeat_tau(runtime, group) == pytest.approx(1 / 3)
+    assert autotune.repeat_tau(runtime[:4], group[:4]) is None  # one config twice
+
+
+def test_within_noise_keeps_the_best_and_its_ties_when_the_noise_is_unknown():
+    runtime = np.array([100.0, 107.0, 108.0, 100.0])
+    assert autotune.within_noise(runtime, 7.0).tolist() == [True, True, False, True]
+    assert autotune.within_noise(runtime, None).tolist() == [True, False, False, True]
+
+
+def test_regret_at_reads_the_curve_at_each_budget_share():
+    # 100 distinct configs: 2% -> 2 measurements; 5% -> 5; 10% and 20% past the curve's
+    # 5 measurements read its end.
+    regret = autotune.regret_at([1.5, 1.2, 1.1, 1.1, 1.0], 100)
+    assert regret == pytest.approx({"0.02": 0.2, "0.05": 0.0, "0.1": 0.0, "0.2": 0.0})
+
+
+def test_graph_record_keeps_the_top_one_percent_only_clear_of_the_noise():
+    # 200 configs at 100..299 ns: the top 1% is 2 configs, 1 ns apart.
+    runtime = np.arange(100.0, 300.0)
+
+    def pool(noise):
+        # Each config measured once: the noise is given, not measured.
+        return SimpleNamespace(runtime=runtime, noise=noise, repeated=3,
+                               graph=SimpleNamespace(config_runtime=runtime),
+                               group=np.arange(len(runtime)))
+
+    clear = autotune.graph_record(pool(0.5))
+    assert clear["top1_clear_of_noise"] and clear["top1_spread_ns"] == 1.0
+    assert clear["runtime_spread"] == pytest.approx(2.99)
+    assert clear["plateau"] == 1 / 200  # only 100 ns lies within 0.5% of 100 ns
+    assert clear["noise_relative"] == 0.005 and clear["within_noise_configs"] == 1
+    noisy = autotune.graph_record(pool(1.0))
+    assert not noisy["top1_clear_of_noise"] and noisy["within_noise_configs"] == 2
