@@ -190,3 +190,58 @@ def test_one_workers_option_for_every_command():
              if any(p.name == "workers" for p in command.params)}
     assert set(helps) == {"synth", "featurize", "train", "score"}
     assert len(set(helps.values())) == 1
+
+
+class _TiltedFamily:
+    """A family with weights that no CLI code names: one column holding its weights' seed.
+    featurize must reach it through --weights as it reaches gnn and gru."""
+
+    name = "tilted"
+    weights = "tilted"
+    description = "its weights' seed, in every row"
+
+    def names(self, spec, is_tile):
+        return ["tilted"]
+
+    def load_weights(self, source):
+        return int(source.removeprefix("random:"))
+
+    def prepare(self, graph, tables, spec):
+        return self.load_weights(spec.weights_for(self.weights))
+
+    def columns(self, prepared, configs):
+        return np.full((len(configs), 1), prepared, np.float32)
+
+
+def test_weights_reach_every_family_that_declares_them(tiny_data, tmp_path, monkeypatch):
+    from xlarank.features.families import FAMILIES
+    from xlarank.frame import read_frame
+
+    args = ("featurize", tiny_data, "--collection", "tile-xla", "--split", "valid",
+            "--embedding", "gnn")
+    ok(*args, "--weights", "gnn=random:1", "--out", tmp_path / "a.parquet")
+    ok(*args, "--gnn-weights", "random:1", "--out", tmp_path / "b.parquet")
+    (a, meta_a), (b, meta_b) = (read_frame(tmp_path / f"{x}.parquet") for x in "ab")
+    assert meta_a.spec == meta_b.spec and meta_a.spec["gnn"] == "random:1"
+    assert a.equals(b)
+    monkeypatch.setitem(FAMILIES, "tilted", _TiltedFamily())
+    ok("featurize", tiny_data, "--collection", "tile-xla", "--split", "valid", "--embedding",
+       "tilted", "--weights", "tilted=random:5", "--out", tmp_path / "c.parquet")
+    table, meta = read_frame(tmp_path / "c.parquet")
+    assert meta.spec["tilted"] == "random:5" and (table["tilted"] == 5).all()
+
+
+@pytest.mark.parametrize("weights, needle", [
+    (["--weights", "gnn"], "FAMILY=SOURCE"),
+    (["--weights", "=random:1"], "FAMILY=SOURCE"),
+    (["--weights", "lstm=random:1"], "'lstm'"),
+    (["--weights", "gnn=random:1", "--gnn-weights", "random:2"], "twice"),
+    (["--weights", "gru=random:1"], "--embedding gru"),
+])
+def test_weights_that_name_no_family_or_twice_are_one_error_line(tiny_data, tmp_path,
+                                                                 weights, needle):
+    from helpers import one_error_line
+
+    one_error_line(run("featurize", tiny_data, "--embedding", "gnn", *weights,
+                       "--out-dir", tmp_path / "x"), needle)
+    assert not (tmp_path / "x").exists()
