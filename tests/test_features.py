@@ -208,6 +208,8 @@ def test_khop_weights_are_finite_on_real_samples(samples):
 # ---------------------------------------------------------------- prune.py
 
 
+# slow: networkx ego graphs of every real sample's configurable nodes
+@pytest.mark.slow
 def test_prune_graph_matches_networkx_ego_graphs(samples):
     import networkx as nx
 

@@ -211,7 +211,9 @@ def frame_command(command: str, frame: Path, good: Path, model: Path, tmp_path: 
     }[command]
 
 
-@pytest.mark.parametrize("command", FRAME_COMMANDS)
+# Every fault through evaluate in make test-fast; through the other commands in make test.
+@pytest.mark.parametrize("command", [c if c == "evaluate" else pytest.param(
+    c, marks=pytest.mark.slow) for c in FRAME_COMMANDS])
 @pytest.mark.parametrize("case", FRAME_FAULTS)
 def test_a_damaged_frame_is_one_error_naming_it(frames, models, tmp_path, case, command):
     change, needle = FRAME_FAULTS[case]

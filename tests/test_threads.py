@@ -158,6 +158,8 @@ def _worker_threads(_item: int) -> tuple[int, int]:
     return os.getpid(), numba.get_num_threads()
 
 
+# slow: two process pools (test_results_keep_input_order_in_the_pool starts one fast)
+@pytest.mark.slow
 def test_local_pool_is_kept_and_its_workers_share_the_threads(monkeypatch):
     monkeypatch.setattr(threads, "available_cores", lambda: 4)
     threads.use_threads(4)
