@@ -55,7 +55,7 @@ test: lint ## lint, then run the whole test suite
 	$(BIN)/python -m pytest -q
 
 test-fast: dev ## the suite without the slow, dask and gnn tests (1 min 57 s, busy machine)
-	$(BIN)/python -m pytest -q -m "not slow and not dask and not gnn"
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow and not dask and not gnn"
 
 lint: dev ## ruff over src, tests and bench (settings in pyproject.toml)
 	$(BIN)/ruff check src tests bench
