@@ -17,19 +17,18 @@ from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import load_graph
 from xlarank.rank.ingraph import IN_GRAPH_SPEC
 from xlarank.rank.measured import config_columns, distinct_configs, read_measured_state
-from xlarank.rank.tuner import (
+from xlarank.rank.strategies import (
     COLD_START,
     EXPLOIT,
     EXPLORE,
     BoosterStrategy,
     RandomStrategy,
     TunerStrategy,
-    expected_random_best,
-    expected_random_draws,
     make_strategy,
     parse_strategy_options,
     suggestions,
 )
+from xlarank.rank.tuner import expected_random_best, expected_random_draws
 
 UNET3D = "unet3d.npz"
 
