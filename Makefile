@@ -54,8 +54,8 @@ dev: $(VENV)/.dev-installed ## install xlarank with the test extras
 test: lint ## lint, then run the whole test suite
 	$(BIN)/python -m pytest -q
 
-test-fast: dev ## the suite without the slow, dask and gnn tests (2 min 27 s on 2 quiet cores)
-	$(BIN)/python -m pytest -q -m "not slow and not dask and not gnn"
+test-fast: dev ## the suite without the slow, dask and gnn tests (1 min 57 s, busy machine)
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow and not dask and not gnn"
 
 lint: dev ## ruff over src, tests and bench (settings in pyproject.toml)
 	$(BIN)/ruff check src tests bench

@@ -87,12 +87,8 @@ from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.rank.ingraph import rank_graph
 from xlarank.rank.measured import config_columns, distinct_configs, varying_columns
-from xlarank.rank.tuner import (
-    BoosterStrategy,
-    Tuner,
-    expected_random_best,
-    expected_random_draws,
-)
+from xlarank.rank.strategies import BoosterStrategy
+from xlarank.rank.tuner import Tuner, expected_random_best, expected_random_draws
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCHES = (8, 32)

@@ -135,6 +135,33 @@ def peer_check(table: dict) -> dict:
             "worst_ok": bool(ours["worst"] >= peer["mean"] - peer["sd"])}
 
 
+def time_command(path: Path, measured: int = 100, repeats: int = 3) -> dict:
+    """Wall seconds of `xlarank rank-graph` as a user runs it, on ``measured`` configs of
+    the file at ``path`` (their runtimes: exp of a fixed random projection of the raw
+    config columns), best of ``repeats`` fresh processes."""
+    import os
+    import subprocess
+    import sys
+
+    graph = load_graph(path)
+    rng = np.random.default_rng(0)
+    rows = np.sort(rng.choice(graph.n_configs, measured, replace=False))
+    raw = graph.node_config_feat.reshape(graph.n_configs, -1)[rows].astype(np.float64)
+    runtime = 1e6 * np.exp(1e-3 * raw @ rng.normal(size=raw.shape[1]))
+    seconds = []
+    with tempfile.TemporaryDirectory() as tmp:
+        csv = Path(tmp) / "measured.csv"
+        pd.DataFrame({"config_index": rows, "runtime": runtime}).to_csv(csv, index=False)
+        for _ in range(repeats):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "xlarank", "rank-graph", str(path),
+                            "--measured", str(csv), "--out", str(Path(tmp) / "ranked.csv")],
+                           check=True, capture_output=True)
+            seconds.append(time.perf_counter() - started)
+    return {"file": str(path), "measured": measured, "seconds": seconds,
+            "best": min(seconds), "budget": 5.0, "load_average": os.getloadavg()[0]}
+
+
 def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
     import lightgbm as lgb
 
@@ -261,6 +288,8 @@ def main() -> None:
     parser.add_argument("--prior", type=Path, default=None,
                         help="folder of cross-graph models, one per collection slug")
     parser.add_argument("--seeds", type=int, default=SEEDS)
+    parser.add_argument("--no-timing", action="store_true",
+                        help="leave out the rank-graph command's timing on the nlp sample")
     parser.add_argument("--out", type=Path, default=Path("bench/results/ingraph.json"))
     args = parser.parse_args()
     files = [p for p in sorted((args.samples / "npz" / "layout").rglob("*.npz"))
@@ -290,9 +319,17 @@ def main() -> None:
         records.append(record)
         print_table([record])
     imported.cleanup()
+    timing = None
+    nlp = args.samples / "npz" / "layout" / "nlp" / "default" / "test"
+    if not args.no_timing and nlp.exists():
+        timing = time_command(sorted(nlp.glob("*.npz"))[0])
+        print(f"\nrank-graph as a command, {timing['measured']} measured, {timing['file']}: "
+              f"best {timing['best']:.2f} s of {len(timing['seconds'])} (budget 5 s; load "
+              f"{timing['load_average']:.1f})")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_record(args.out, {"fractions": FRACTIONS, "seeds": args.seeds,
                             "threads": THREADS, "files": records,
+                            "rank_graph_command": timing,
                             "seconds": round(time.perf_counter() - started, 1)})
 
 

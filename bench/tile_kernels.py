@@ -39,13 +39,15 @@ MIN_DISTINCT_IN_KERNEL = 10
 
 
 def _distinct(graph) -> tuple[np.ndarray, np.ndarray]:
-    """First config index and median normalized runtime of each distinct config."""
+    """First config index int64 (n_distinct,) and median normalized runtime float64
+    (n_distinct,) of each distinct config (`distinct_configs`: its median is of the raw
+    runtime, and the tile target is runtime / normalizer)."""
+    from xlarank.data.distinct import distinct_configs
+
+    distinct = distinct_configs(graph)
     target = graph.config_runtime / graph.config_runtime_normalizers
-    _, first, inverse = np.unique(graph.config_feat, axis=0, return_index=True,
-                                  return_inverse=True)
-    inverse = inverse.reshape(-1)
-    median = np.array([np.median(target[inverse == g]) for g in range(len(first))])
-    return first, median
+    median = np.array([np.median(target[distinct.group == g]) for g in range(len(distinct))])
+    return distinct.first, median
 
 
 def kernel_task(task: dict) -> dict:
@@ -133,6 +135,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
 
+    from xlarank.data.distinct import distinct_configs
+    from xlarank.data.graph import load_graph
     from xlarank.data.xla import import_records
 
     seeds = list(range(args.seeds))
@@ -140,10 +144,10 @@ def main() -> None:
         graphs = import_records([args.record], Path(tmp) / "kernels", drop_failed_runs=True)
         files = [str(Path(tmp) / "kernels" / g.relative_path) for g in graphs]
         kernels = [{"name": g.name, "configs": int(g.arrays["config_runtime"].size),
-                    "distinct_configs": int(len(np.unique(g.arrays["config_feat"], axis=0))),
+                    "distinct_configs": len(distinct_configs(load_graph(f))),
                     "max_over_default": round(float(
                         (g.arrays["config_runtime"] / g.arrays["config_runtime_normalizers"])
-                        .max()), 3)} for g in graphs]
+                        .max()), 3)} for g, f in zip(graphs, files, strict=True)]
         results = {}
         for system in args.systems.split(","):
             settings = (SYNTH_SETTINGS.get(system) or {}).get("tile", {})

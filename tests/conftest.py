@@ -14,8 +14,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import shutil
 
-from helpers import TILE, copy_model, dataset_copy
-from xlarank.data.collections import COLLECTIONS, split_files
+from helpers import TILE, Lazy, copy_model, dataset_copy
+from xlarank.data.collections import get_collection, split_files
 from xlarank.data.synth import synth_dataset
 from xlarank.features import load_feature_spec
 from xlarank.featurize import featurize_files
@@ -107,19 +107,25 @@ def spec_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def frames(tiny_data, repo_specs, tmp_path_factory):
-    """Default and baseline frames of every collection's train and valid splits."""
+def frames(tiny_data, repo_specs, tmp_path_factory) -> Lazy:
+    """Default and baseline frames of every collection's train, valid and test splits:
+    frames["default", "tile-xla", "train"] is a parquet path, featurized when first asked
+    for."""
+    specs = {name: load_feature_spec(repo_specs.features(name))
+             for name in ("default", "baseline")}
     folder = tmp_path_factory.mktemp("frames")
-    out = {}
-    for collection in COLLECTIONS:
-        for spec in (load_feature_spec(repo_specs.features("default")),
-                     load_feature_spec(repo_specs.features("baseline"))):
-            for split in ("train", "valid", "test"):
-                path = folder / spec.name / collection.slug / f"{split}.parquet"
-                featurize_files(split_files(tiny_data, collection, split), path, collection,
-                                split, spec)
-                out[spec.name, collection.slug, split] = path
-    return out
+
+    def make(key: tuple[str, str, str]) -> Path:
+        spec_name, slug, split = key
+        if spec_name not in specs or split not in ("train", "valid", "test"):
+            raise KeyError(key)
+        collection = get_collection(slug)
+        path = folder / spec_name / slug / f"{split}.parquet"
+        featurize_files(split_files(tiny_data, collection, split), path, collection, split,
+                        specs[spec_name])
+        return path
+
+    return Lazy(make)
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,20 @@ def one_error_line(result, *needles: str, warnings: bool = False) -> str:
     return lines[0]
 
 
+class Lazy(dict):
+    """A dict whose missing values ``make(key)`` makes when first asked for, then keeps:
+    shared fixtures of many parts (frames, models) that a run leaving tests out needs only
+    some of."""
+
+    def __init__(self, make):
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key):
+        self[key] = value = self.make(key)
+        return value
+
+
 def copy_model(models, kind: str, tmp_path: Path) -> Path:
     target = tmp_path / kind
     shutil.copytree(models[kind], target)

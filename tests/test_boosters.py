@@ -34,7 +34,10 @@ def test_bad_grades_are_refused(tmp_path):
         load_ranker_spec(path)
 
 
-@pytest.mark.parametrize("path", OBJECTIVE_SPECS, ids=lambda p: p.stem)
+# scikit-learn's booster takes seconds here, the others a fraction of one.
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=pytest.mark.slow) if p.stem == "sklearn-hgb" else p
+    for p in OBJECTIVE_SPECS], ids=lambda p: p.stem)
 def test_each_objective_learns_on_synthetic_layout(frames, path, tmp_path):
     train, meta = read_frame(frames["default", "layout-xla-random", "train"])
     spec = small(load_ranker_spec(path), rounds=30)

@@ -50,6 +50,7 @@ def test_synth_command(tmp_path):
     assert result.exit_code == 2 and "already exists" in result.stderr
 
 
+@pytest.mark.slow
 def test_pipeline_end_to_end(trained, tiny_data, tmp_path):
     work = trained
     for c in COLLECTIONS:
@@ -88,6 +89,7 @@ def test_pipeline_end_to_end(trained, tiny_data, tmp_path):
     assert {r["rank"] for r in scores} == {"1", "2", "3"}
 
 
+@pytest.mark.slow
 def test_real_samples_score(trained, samples, tmp_path):
     ok("score", *samples, "--models", trained / "models", "--out", tmp_path / "real.csv")
     rows = list(csv.DictReader(open(tmp_path / "real.csv")))
@@ -100,7 +102,7 @@ def test_real_samples_score(trained, samples, tmp_path):
         assert sorted(per_file[str(path)]) == list(range(n))
 
 
-def test_bad_file_is_one_line_exit_2(trained, tiny_data, tmp_path):
+def test_bad_file_is_one_line_exit_2(tiny_data, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(tiny_data, data)
     victim = sorted((data / "npz" / "tile" / "xla" / "train").glob("*.npz"))[0]
@@ -117,19 +119,18 @@ def test_bad_file_is_one_line_exit_2(trained, tiny_data, tmp_path):
     assert (tmp_path / "f.parquet").exists()
 
 
-def test_user_errors_exit_2(trained, tmp_path, repo_specs):
-    frames = trained / "frames"
+def test_user_errors_exit_2(tiny_data, frames, models, tmp_path, repo_specs):
+    tile = {split: frames["default", "tile-xla", split] for split in ("valid", "test")}
     cases = [
         ("featurize", tmp_path / "nothing"),
-        ("featurize", trained, "--spec", tmp_path / "missing.toml"),
-        ("train", frames / "tile-xla" / "test.parquet", "--spec",
-         repo_specs.models("tile-xla"), "--out", tmp_path / "m"),
-        ("evaluate", frames / "tile-xla" / "test.parquet", "--random"),
-        ("evaluate", frames / "tile-xla" / "valid.parquet", "--model",
-         trained / "models" / "layout-xla-default"),
-        ("evaluate", frames / "tile-xla" / "valid.parquet"),
+        ("featurize", tiny_data, "--spec", tmp_path / "missing.toml"),
+        ("train", tile["test"], "--spec", repo_specs.models("tile-xla"), "--out",
+         tmp_path / "m"),
+        ("evaluate", tile["test"], "--random"),
+        ("evaluate", tile["valid"], "--model", models["layout-xla-default"]),
+        ("evaluate", tile["valid"]),
         ("score", tmp_path / "none.npz", "--models", tmp_path, "--out", tmp_path / "s.csv"),
-        ("featurize", trained, "--collection", "tile-foo"),
+        ("featurize", tiny_data, "--collection", "tile-foo"),
     ]
     for args in cases:
         result = run(*args)
@@ -146,7 +147,7 @@ def test_error_text_with_brackets_is_printed_verbatim(tmp_path):
     assert "unknown keys ['radius']" in result.stderr
 
 
-def test_rank_graph_command(trained, tiny_data, tmp_path):
+def test_rank_graph_command(models, tiny_data, tmp_path):
     graph = sorted((tiny_data / "npz" / "layout" / "xla" / "default" / "valid").glob("*.npz"))[0]
     runtime = np.load(graph)["config_runtime"]
     measured = tmp_path / "measured.csv"
@@ -155,7 +156,7 @@ def test_rank_graph_command(trained, tiny_data, tmp_path):
                         + "".join(f"{i},{runtime[i]}\n" for i in rows))
     out = tmp_path / "ranked.csv"
     result = ok("rank-graph", graph, "--measured", measured, "--out", out,
-                "--prior", trained / "models" / "layout-xla-default")
+                "--prior", models["layout-xla-default"])
     assert f"ranked {len(runtime)} configs ({len(rows)} measured)" in result.output
     ranked = list(csv.DictReader(open(out)))
     assert [r["rank"] for r in ranked] == [str(i) for i in range(1, len(runtime) + 1)]
@@ -163,7 +164,7 @@ def test_rank_graph_command(trained, tiny_data, tmp_path):
     assert sum(r["measured"] == "True" for r in ranked) == len(rows)
     # A prior of another collection, and measurements that name no config, are one line.
     for args, message in (
-            (("--prior", trained / "models" / "tile-xla"), "prior model was trained on"),
+            (("--prior", models["tile-xla"]), "prior model was trained on"),
             (("--measured", tmp_path / "absent.csv"), "cannot read measured runtimes")):
         options = {"--measured": measured, **dict(zip(args[::2], args[1::2]))}
         flat = [x for kv in options.items() for x in kv]
@@ -190,3 +191,58 @@ def test_one_workers_option_for_every_command():
              if any(p.name == "workers" for p in command.params)}
     assert set(helps) == {"synth", "featurize", "train", "score"}
     assert len(set(helps.values())) == 1
+
+
+class _TiltedFamily:
+    """A family with weights that no CLI code names: one column holding its weights' seed.
+    featurize must reach it through --weights as it reaches gnn and gru."""
+
+    name = "tilted"
+    weights = "tilted"
+    description = "its weights' seed, in every row"
+
+    def names(self, spec, is_tile):
+        return ["tilted"]
+
+    def load_weights(self, source):
+        return int(source.removeprefix("random:"))
+
+    def prepare(self, graph, tables, spec):
+        return self.load_weights(spec.weights_for(self.weights))
+
+    def columns(self, prepared, configs):
+        return np.full((len(configs), 1), prepared, np.float32)
+
+
+def test_weights_reach_every_family_that_declares_them(tiny_data, tmp_path, monkeypatch):
+    from xlarank.features.families import FAMILIES
+    from xlarank.frame import read_frame
+
+    args = ("featurize", tiny_data, "--collection", "tile-xla", "--split", "valid",
+            "--embedding", "gnn")
+    ok(*args, "--weights", "gnn=random:1", "--out", tmp_path / "a.parquet")
+    ok(*args, "--gnn-weights", "random:1", "--out", tmp_path / "b.parquet")
+    (a, meta_a), (b, meta_b) = (read_frame(tmp_path / f"{x}.parquet") for x in "ab")
+    assert meta_a.spec == meta_b.spec and meta_a.spec["gnn"] == "random:1"
+    assert a.equals(b)
+    monkeypatch.setitem(FAMILIES, "tilted", _TiltedFamily())
+    ok("featurize", tiny_data, "--collection", "tile-xla", "--split", "valid", "--embedding",
+       "tilted", "--weights", "tilted=random:5", "--out", tmp_path / "c.parquet")
+    table, meta = read_frame(tmp_path / "c.parquet")
+    assert meta.spec["tilted"] == "random:5" and (table["tilted"] == 5).all()
+
+
+@pytest.mark.parametrize("weights, needle", [
+    (["--weights", "gnn"], "FAMILY=SOURCE"),
+    (["--weights", "=random:1"], "FAMILY=SOURCE"),
+    (["--weights", "lstm=random:1"], "'lstm'"),
+    (["--weights", "gnn=random:1", "--gnn-weights", "random:2"], "twice"),
+    (["--weights", "gru=random:1"], "--embedding gru"),
+])
+def test_weights_that_name_no_family_or_twice_are_one_error_line(tiny_data, tmp_path,
+                                                                 weights, needle):
+    from helpers import one_error_line
+
+    one_error_line(run("featurize", tiny_data, "--embedding", "gnn", *weights,
+                       "--out-dir", tmp_path / "x"), needle)
+    assert not (tmp_path / "x").exists()

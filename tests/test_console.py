@@ -38,6 +38,8 @@ def test_a_non_ascii_path_under_an_ascii_stdout_exits_0(tmp_path):
     assert b"d\\xe9" in result.stdout
 
 
+# slow: evaluate in a child process (the synth ones stay fast)
+@pytest.mark.slow
 def test_an_error_naming_a_non_ascii_path_is_one_line_under_ascii(tmp_path):
     result = xlarank("evaluate", tmp_path / "é.parquet", "--random",
                      PYTHONIOENCODING="ascii")

@@ -16,15 +16,21 @@ from helpers import (
     tile_arrays,
     write_tile,
 )
+from xlarank.data.distinct import distinct_configs
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.errors import (
     BadGraphError,
     SpecError,
 )
 from xlarank.features import feature_names, featurize_graph, load_feature_spec
-from xlarank.features.build import group_median_int, layout_config_features
+from xlarank.features.build import (
+    group_median_int,
+    layout_config_features,
+    tile_config_features,
+)
 from xlarank.features.families.config_nodes import NODE_SLOTS, node_slots, touched_bytes
 from xlarank.features.families.khop import khop_weights
+from xlarank.features.spec import FeatureSpec
 from xlarank.features.tables import (
     GraphTables,
     default_layout,
@@ -94,6 +100,29 @@ def test_streamed_equals_in_memory_and_dedup_follows_np_unique(samples, monkeypa
         _, distinct_of = layout_config_features(streamed, DEFAULT)
         np.testing.assert_array_equal(distinct_of,
                                       naive.distinct_groups(in_memory.node_config_feat))
+
+
+def test_frames_group_configs_as_distinct_configs_does_in_config_order(samples, tiny_data):
+    """Layout (streamed, by row hashes) and tile (by distinct_configs) dedup give the one
+    function's groups, numbered by first appearance: on the real tile samples and on
+    generated layout files (the real layout samples are
+    test_streamed_equals_in_memory_and_dedup_follows_np_unique's)."""
+    # The grouping is the same for any family: the cheapest one keeps the test short.
+    raw_only = FeatureSpec("raw", ("config_raw",))
+    layout = sorted((tiny_data / "npz/layout/xla/random/train").glob("*.npz"))
+    tile = [p for p in samples if "/tile/" in p.as_posix()]
+    graphs = [load_graph(p) for p in [*layout, *tile]]
+    assert {isinstance(g, LayoutGraph) for g in graphs} == {False, True}
+    for graph in graphs:
+        is_layout = isinstance(graph, LayoutGraph)
+        _, distinct_of = (layout_config_features if is_layout
+                          else tile_config_features)(graph, raw_only)
+        distinct = distinct_configs(graph)
+        first, group = distinct.in_config_order()
+        np.testing.assert_array_equal(distinct_of, group)
+        np.testing.assert_array_equal(first, np.sort(distinct.first))
+        raw = graph.node_config_feat if is_layout else graph.config_feat
+        np.testing.assert_array_equal(group, naive.distinct_groups(raw))
 
 
 def test_dedup_on_unet3d(samples):
@@ -179,6 +208,8 @@ def test_khop_weights_are_finite_on_real_samples(samples):
 # ---------------------------------------------------------------- prune.py
 
 
+# slow: networkx ego graphs of every real sample's configurable nodes
+@pytest.mark.slow
 def test_prune_graph_matches_networkx_ego_graphs(samples):
     import networkx as nx
 

@@ -21,6 +21,7 @@ from helpers import (
     run,
 )
 from xlarank.data.collections import get_collection, split_files
+from xlarank.data.distinct import distinct_configs
 from xlarank.data.graph import load_graph
 from xlarank.errors import (
     XlarankError,
@@ -38,8 +39,7 @@ def test_frame_round_trip(frames, tiny_data):
     assert meta.collection == "layout:xla:default" and meta.split == "train"
     assert meta.spec_hash == DEFAULT.hash and meta.feature_names == list(table.columns[4:])
     files = split_files(tiny_data, get_collection("layout-xla-default"), "train")
-    distinct = [len(np.unique(load_graph(f).node_config_feat.reshape(load_graph(f).n_configs, -1),
-                              axis=0)) for f in files]
+    distinct = [len(distinct_configs(load_graph(f))) for f in files]
     # Train frames keep one row per distinct config; valid frames keep every config.
     assert meta.dedup and list(group_sizes(table)) == distinct
     assert table["config_index"].dtype == np.int32
@@ -211,7 +211,9 @@ def frame_command(command: str, frame: Path, good: Path, model: Path, tmp_path: 
     }[command]
 
 
-@pytest.mark.parametrize("command", FRAME_COMMANDS)
+# Every fault through evaluate in make test-fast; through the other commands in make test.
+@pytest.mark.parametrize("command", [c if c == "evaluate" else pytest.param(
+    c, marks=pytest.mark.slow) for c in FRAME_COMMANDS])
 @pytest.mark.parametrize("case", FRAME_FAULTS)
 def test_a_damaged_frame_is_one_error_naming_it(frames, models, tmp_path, case, command):
     change, needle = FRAME_FAULTS[case]

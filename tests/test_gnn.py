@@ -54,6 +54,8 @@ def test_embeddings_match_networkx_on_random_graphs(seed):
                                atol=1e-10)
 
 
+# slow: networkx on every real sample (the random-graph cases stay fast)
+@pytest.mark.slow
 def test_embeddings_match_networkx_on_real_samples(samples):
     weights = random_weights(0)
     for path in samples:

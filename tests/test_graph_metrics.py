@@ -152,6 +152,8 @@ def tiny_prune(graph: TinyGraph, k: int):
     return TinyGraph(edges, graph.node_opcode[kept], new_id[graph.node_config_ids]), kept
 
 
+# slow: networkx on every real sample (the random-graph tests stay fast)
+@pytest.mark.slow
 def test_family_values_match_networkx_on_real_samples(samples):
     for path in samples:
         graph = load_graph(path, configs=False)
@@ -172,6 +174,8 @@ def test_family_values_match_networkx_on_real_samples(samples):
                                    err_msg=str(path))
 
 
+# slow: networkx on every real sample (the random-graph tests stay fast)
+@pytest.mark.slow
 def test_betweenness_on_real_pruned_graphs(samples):
     rng = np.random.default_rng(0)
     for path in samples:

@@ -93,9 +93,10 @@ def test_kernels_match_plain_references(seed):
     np.testing.assert_allclose(
         layout_gru_columns(configs.view(np.int16), segment, heads, table, start, layout_cell),
         naive.layout_gru_columns(configs, segment, heads, table, start, layout_cell), atol=1e-6)
+    # Contiguous copies: slices would make Numba compile the kernel again for their layout.
     with pytest.raises(ValueError, match="8 values"):
-        layout_gru_columns(configs.view(np.int16), segment, heads[:, :4], table[:, :, :4],
-                           start, layout_cell)
+        layout_gru_columns(configs.view(np.int16), segment, np.ascontiguousarray(heads[:, :4]),
+                           np.ascontiguousarray(table[:, :, :4]), start, layout_cell)
     tile = random_tile_configs(rng, 9)
     conv = (rng.normal(0, 1, (3, 2, 8)), rng.normal(0, 0.3, 8))
     tile_cell = (weights["tile_input"], rng.normal(0, 0.3, 3 * GRU_HIDDEN), weights["hidden"],

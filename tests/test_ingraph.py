@@ -29,6 +29,7 @@ def distinct_split(graph, share: float, seed: int):
     return measured, first[held], distinct.median[held]
 
 
+@pytest.mark.slow
 def test_real_unet3d_half_measured_ranks_the_rest(samples):
     graph = load_graph(sample(samples, "unet3d.npz"))
     measured, held, runtime = distinct_split(graph, 0.5, seed=0)

@@ -340,6 +340,8 @@ print(json.dumps(outcome))
 """
 
 
+# slow: every crafted folder of each library, loaded in a child process
+@pytest.mark.slow
 def test_crafted_booster_files_are_refused_never_a_crash(trained, tile_frame, tmp_path):
     """Cut or crafted booster files, their sha256 in the card, each load (and score) or
     raise BadModelError, in a process that must not die of a signal: a model.txt cut in
@@ -366,8 +368,11 @@ def test_crafted_booster_files_are_refused_never_a_crash(trained, tile_frame, tm
         for w in refused)
 
 
-@pytest.mark.parametrize("fault", ["cut in half", "left child out of range",
-                                   "negative leaf count"])
+# Each fault is a child process; make test-fast keeps the first.
+@pytest.mark.parametrize("fault", ["cut in half",
+                                   pytest.param("left child out of range",
+                                                marks=pytest.mark.slow),
+                                   pytest.param("negative leaf count", marks=pytest.mark.slow)])
 def test_a_crafted_model_txt_is_one_error_line_and_exit_2(trained, tile_frame, tmp_path,
                                                           fault):
     import os

@@ -12,9 +12,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from helpers import (
-    run,
-)
+from helpers import Lazy, run
 from xlarank.cli import app
 from xlarank.evaluate import per_graph_metrics, summarize
 from xlarank.features.glossary import describe_column
@@ -41,16 +39,21 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="module")
-def trained(frames, spec_dir, tmp_path_factory):
-    out = {}
-    for slug in ("tile-xla", "layout-nlp-default"):
+def trained(frames, spec_dir, tmp_path_factory) -> Lazy:
+    """A saved ranker per collection slug (the small lgbm spec on the default train
+    frame), trained when first asked for."""
+    spec = load_ranker_spec(spec_dir / "lgbm.toml")
+    folder = tmp_path_factory.mktemp("models")
+
+    def make(slug: str) -> Path:
         train, meta = read_frame(frames["default", slug, "train"])
-        ranker = train_ranker(train, meta, load_ranker_spec(spec_dir / "lgbm.toml"))
-        out[slug] = ranker.save(tmp_path_factory.mktemp("models") / slug)
-    return out
+        return train_ranker(train, meta, spec).save(folder / slug)
+
+    return Lazy(make)
 
 
-@pytest.mark.parametrize("slug", ["tile-xla", "layout-nlp-default"])
+@pytest.mark.parametrize("slug", ["tile-xla", pytest.param("layout-nlp-default",
+                                                          marks=pytest.mark.slow)])
 def test_report_renders_with_valid_images_and_table(frames, trained, tmp_path, slug):
     import matplotlib.image
 
@@ -99,6 +102,8 @@ def test_learning_curve_ends_at_the_full_model(frames, trained):
     assert curve["score"].iloc[-1] == pytest.approx(full)
 
 
+# slow: two reports by the CLI (test_report_counts_are_ints_and_worst_is_on_top stays fast)
+@pytest.mark.slow
 def test_report_cli_and_bad_model(frames, trained, tmp_path):
     runner = CliRunner()
     valid = frames["default", "layout-nlp-default", "valid"]
@@ -130,6 +135,8 @@ def test_the_importance_glossary_fills_every_placeholder():
     assert "slot 00" in table["meaning"].iloc[0]
 
 
+# slow: trains a peer and renders two reports
+@pytest.mark.slow
 def test_report_shows_a_peer_of_another_feature_spec_on_its_own_frame(frames, trained,
                                                                       tmp_path):
     """The demo table's config-aggregates peer (the baseline spec) is on the report too:

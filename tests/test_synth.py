@@ -16,6 +16,7 @@ from xlarank.data.config_stats import (
     tile_runtime_stats,
     tile_runtimes_of,
 )
+from xlarank.data.distinct import distinct_configs
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.data.synth import (
     COPY_NS_PER_BYTE,
@@ -97,8 +98,7 @@ def test_duplicate_configs_occur(tmp_path):
     make_layout_file(path, COLLECTIONS[2], 0, "train", 0, PRESETS["demo"])
     graph = load_graph(path)
     assert isinstance(graph, LayoutGraph)
-    flat = graph.node_config_feat.reshape(graph.n_configs, -1)
-    assert len(np.unique(flat, axis=0)) < graph.n_configs
+    assert len(distinct_configs(graph)) < graph.n_configs
 
 
 def test_pad_factor_rule():
@@ -344,12 +344,11 @@ def test_cost_terms_do_what_the_docstring_says():
 def test_generated_runtimes_hold_spread_and_vary_with_the_flips(generated_layout_files):
     for search, path in generated_layout_files:
         graph = load_graph(path)
-        flat = graph.node_config_feat.reshape(graph.n_configs, -1)
-        _, inverse = np.unique(flat, axis=0, return_inverse=True)
+        group = distinct_configs(graph).group
         runtime = graph.config_runtime.astype(float)
         # Repeated configs differ by noise only: far less than configs differ overall.
-        means = np.bincount(inverse.ravel(), runtime) / np.bincount(inverse.ravel())
-        within = np.abs(runtime - means[inverse.ravel()]).mean()
+        means = np.bincount(group, runtime) / np.bincount(group)
+        within = np.abs(runtime - means[group]).mean()
         between = np.abs(runtime - runtime.mean()).mean()
         assert within < 0.5 * between, (search, within, between)
 

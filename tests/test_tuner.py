@@ -17,19 +17,18 @@ from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import load_graph
 from xlarank.rank.ingraph import IN_GRAPH_SPEC
 from xlarank.rank.measured import config_columns, distinct_configs, read_measured_state
-from xlarank.rank.tuner import (
+from xlarank.rank.strategies import (
     COLD_START,
     EXPLOIT,
     EXPLORE,
     BoosterStrategy,
     RandomStrategy,
     TunerStrategy,
-    expected_random_best,
-    expected_random_draws,
     make_strategy,
     parse_strategy_options,
     suggestions,
 )
+from xlarank.rank.tuner import expected_random_best, expected_random_draws
 
 UNET3D = "unet3d.npz"
 
@@ -96,6 +95,8 @@ def test_the_pool_runs_dry_without_repeats(tiny_data):
     assert sorted(seen) == list(range(group.max() + 1))
 
 
+# slow: three tuners on the 1,159 configs of unet3d
+@pytest.mark.slow
 def test_resuming_from_the_csv_suggests_the_same(unet3d, tmp_path):
     tuner = Tuner(unet3d, seed=4, threads=1)
     replay(tuner, unet3d, batches=3, k=8)
@@ -110,6 +111,8 @@ def test_resuming_from_the_csv_suggests_the_same(unet3d, tmp_path):
     pd.testing.assert_frame_equal(tuner.suggest(8), shuffled.suggest(8))
 
 
+# slow: two model batches on unet3d
+@pytest.mark.slow
 def test_model_batches_give_score_uncertainty_and_reason(unet3d):
     tuner = Tuner(unet3d, seed=0, threads=1)
     replay(tuner, unet3d, batches=2, k=8)
@@ -181,6 +184,8 @@ def test_tile_and_layout_files_alike(tiny_data):
         assert not set(group[asked]) & set(group[tuner.measured["config_index"]])
 
 
+# slow: suggest runs on unet3d (test_suggest_chooses_its_strategy_by_name stays fast)
+@pytest.mark.slow
 def test_suggest_command(unet3d, samples, tmp_path):
     runner = CliRunner()
     graph = sample(samples, UNET3D)

@@ -300,6 +300,8 @@ def test_a_fifo_is_refused_without_hanging(tmp_path):
         read_records(fifo)
 
 
+# slow: writes and reads a module of 60,000 instructions in a child process
+@pytest.mark.slow
 def test_a_huge_module_reads_with_bounded_memory(tmp_path):
     # 60,000 instructions (a large real program) in a 4 MB record: memory follows the
     # output arrays (60,000 x 140 float32 is 34 MB), checked in a fresh process.

@@ -67,9 +67,9 @@ _PUBLIC = {
     "ranked_configs": "xlarank.score",
     "rank_graph": "xlarank.rank.ingraph",
     "Tuner": "xlarank.rank.tuner",
-    "TunerStrategy": "xlarank.rank.tuner",
-    "BoosterStrategy": "xlarank.rank.tuner",
-    "RandomStrategy": "xlarank.rank.tuner",
+    "TunerStrategy": "xlarank.rank.strategies",
+    "BoosterStrategy": "xlarank.rank.strategies",
+    "RandomStrategy": "xlarank.rank.strategies",
 }
 
 __all__ = ["__version__", *_PUBLIC]

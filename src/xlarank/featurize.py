@@ -220,21 +220,26 @@ def _featurize_locked(paths, out: Path, collection: Collection, split: str | Non
 def resolve_feature_spec(path: str | Path, embedding: str | None = None,
                          weights: dict[str, str | None] | None = None) -> FeatureSpec:
     """The feature spec at ``path`` (a file, or a packaged spec's name:
-    `xlarank.specs.spec_path`), plus a family with trained weights (`weighted_families`:
-    gnn, gru) when ``embedding`` names it or ``weights`` gives its weights field a source
-    ("random:SEED" or a weights .npz; ``--<field>-weights``). A bad weights file is
-    refused here, before any work."""
+    `xlarank.specs.spec_path`), plus a family with trained weights (`weighted_families`)
+    when ``embedding`` names it or ``weights`` gives its weights field a source
+    ("random:SEED" or a weights .npz; featurize's ``--weights FIELD=SOURCE``). A weights
+    field no family has, and a bad weights file, are refused here, before any work."""
     spec = load_feature_spec(spec_path(path, "feature"))
     embeddings = {family.name: field for field, family in weighted_families().items()}
     if embedding not in (None, *embeddings):
         raise XlarankError(f"--embedding {embedding!r}: the embeddings are "
                            f"{', '.join(map(repr, embeddings))}")
-    weights = weights or {}
+    weights = {field: source for field, source in (weights or {}).items()
+               if source is not None}
+    unknown = [field for field in weights if field not in weighted_families()]
+    if unknown:
+        raise XlarankError(f"weights of {unknown[0]!r}: the families with weights are "
+                           f"{', '.join(map(repr, weighted_families()))}")
     for field, family in weighted_families().items():
         source = weights.get(field)
         name = family.name
         if source is not None and embedding != name and name not in spec.families:
-            raise XlarankError(f"--{field}-weights needs --embedding {name} or a spec with "
+            raise XlarankError(f"the {field} weights need --embedding {name} or a spec with "
                                f"the {name} family")
         if embedding == name or source is not None:
             source = source or spec.weights_for(field)

@@ -130,12 +130,15 @@ def featurize(
     embedding: Annotated[str | None, typer.Option(
         help="'gnn' adds the gnn family (message-passing embedding columns) to the spec, "
              "'gru' the gru family (a GRU over the nodes, then the config).")] = None,
-    gnn_weights: Annotated[str | None, typer.Option(
-        help="With --embedding gnn: 'random:SEED' (no training) or a weights .npz "
-             "[the spec's, else random:0].")] = None,
-    gru_weights: Annotated[str | None, typer.Option(
-        help="With --embedding gru: 'random:SEED' (no training) or a weights .npz "
-             "[the spec's, else random:0].")] = None,
+    weights: Annotated[list[str] | None, typer.Option(
+        metavar="FAMILY=SOURCE",
+        help="The weights of a family that has them, e.g. gnn=weights.npz, with "
+             "--embedding FAMILY or a spec holding it: SOURCE is 'random:SEED' (no "
+             "training) or a weights .npz [the spec's, else random:0]; repeatable.")] = None,
+    # The spellings from before --weights, kept working for the two families that had
+    # them; a family added later has --weights only.
+    gnn_weights: Annotated[str | None, typer.Option(hidden=True)] = None,
+    gru_weights: Annotated[str | None, typer.Option(hidden=True)] = None,
     engine: EngineOption = "local",
     scheduler: SchedulerOption = None,
     threads: ThreadsOption = 0,
@@ -151,11 +154,11 @@ def featurize(
 
     with _user_errors():
         use_threads(threads)
-        feature_spec = resolve_feature_spec(spec, embedding,
-                                            {"gnn": gnn_weights, "gru": gru_weights})
+        given = _weights_given(weights, {"gnn": gnn_weights, "gru": gru_weights})
+        feature_spec = resolve_feature_spec(spec, embedding, given)
         jobs = frame_jobs(data, feature_spec, collection, split, out, out_dir)
         check_outputs([job.out for job in jobs],
-                      [Input(data, NPZ), *_named_files([spec, gnn_weights, gru_weights])])
+                      [Input(data, NPZ), *_named_files([spec, *given.values()])])
         with engine_client(engine, scheduler, workers) as client:
             for job in jobs:
                 with _progress(f"{job.collection.slug}/{job.split}", len(job.files)) as tick:
@@ -172,3 +175,24 @@ def featurize(
                                   f"({', '.join(feature_spec.families)}), "
                                   f"hash {feature_spec.hash}")
                 _show_skipped(skipped)
+
+
+def _weights_given(options: list[str] | None, spelled: dict[str, str | None]
+                   ) -> dict[str, str]:
+    """--weights FAMILY=SOURCE options as {weights field: source}, with the ones given by
+    their own spelling (``spelled``: --gnn-weights, --gru-weights); whether each field
+    is a family's is `resolve_feature_spec`'s check."""
+    given: dict[str, str] = {}
+    pairs = [(f"--{field}-weights", field, source)
+             for field, source in spelled.items() if source is not None]
+    for option in options or ():
+        field, sep, source = option.partition("=")
+        if not sep or not field or not source:
+            raise XlarankError(f"--weights {option!r}: expected FAMILY=SOURCE, e.g. "
+                               "gnn=random:1 or gnn=weights.npz")
+        pairs.append(("--weights", field, source))
+    for flag, field, source in pairs:
+        if field in given:
+            raise XlarankError(f"{flag}: the {field} weights are given twice")
+        given[field] = source
+    return given

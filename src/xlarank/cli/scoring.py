@@ -132,7 +132,8 @@ def suggest(
     one, each with its predicted score, uncertainty and why it was chosen (exploit,
     explore, cold-start)."""
     from xlarank.atomic import atomic_path, output_lock
-    from xlarank.rank.tuner import make_strategy, parse_strategy_options, suggest_next
+    from xlarank.rank.strategies import make_strategy, parse_strategy_options
+    from xlarank.rank.tuner import suggest_next
 
     with _user_errors():
         chosen = make_strategy(strategy, parse_strategy_options(strategy_option))

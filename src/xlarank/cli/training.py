@@ -45,7 +45,7 @@ def gnn_train(
              "centred per graph).")] = "gnn",
 ) -> None:
     """Train the gnn or gru family's weights (needs jax: pip install 'xlarank[gnn]');
-    featurize with them by --gnn-weights or --gru-weights, without jax."""
+    featurize with them by --weights gnn=FILE (or gru=FILE), without jax."""
     from xlarank.features.embedding import save_weights
     from xlarank.features.families import weighted_families
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from xlarank.data.distinct import distinct_configs
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks
 from xlarank.features.families import get_family
 from xlarank.features.spec import FeatureSpec
@@ -66,6 +67,12 @@ def layout_config_features(graph: LayoutGraph, spec: FeatureSpec
     Returns (features float32 (n_distinct, n_config_features), distinct_of int64
     (n_configs,)): config i's features are features[distinct_of[i]]. Distinct ids follow
     first appearance.
+
+    The groups are `xlarank.data.distinct.distinct_configs`'s (renumbered by first
+    appearance, as tests/test_features.py checks), found here by the reader's row hashes
+    block by block instead: that function holds every config's columns at once (float32),
+    which the streamed reader is there to avoid, and here features are made while reading
+    goes on.
     """
     seen: dict[int, int] = {}
     rows: list[np.ndarray] = []
@@ -110,15 +117,10 @@ def layout_config_features(graph: LayoutGraph, spec: FeatureSpec
 
 
 def tile_config_features(graph: TileGraph, spec: FeatureSpec) -> tuple[np.ndarray, np.ndarray]:
-    """Like `layout_config_features`, for a tile kernel's config_feat rows."""
-    _, first, distinct_of = np.unique(graph.config_feat, axis=0, return_index=True,
-                                      return_inverse=True)
-    # Renumber by first appearance, as for layout.
-    order = np.argsort(first, kind="stable")
-    renumber = np.empty_like(order)
-    renumber[order] = np.arange(len(order))
-    configs = graph.config_feat[first[order]]
-    return PreparedFamilies(graph, spec).columns(configs), renumber[distinct_of.reshape(-1)]
+    """Like `layout_config_features`, for a tile kernel's config_feat rows (few enough to
+    group at once: `distinct_configs`)."""
+    first, distinct_of = distinct_configs(graph).in_config_order()
+    return PreparedFamilies(graph, spec).columns(graph.config_feat[first]), distinct_of
 
 
 def group_median_int(values: np.ndarray, groups: np.ndarray) -> np.ndarray:

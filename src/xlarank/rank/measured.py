@@ -8,7 +8,8 @@ graph's distinct configs, and the ranked table every in-graph ranker returns.
   float64 indexed by config index: the one representation of measured runtimes that
   rank-graph, the tuner and the systems pass on);
 - the graph's distinct configs (`distinct_configs`: first index, group and the file's own
-  median runtime per group; `config_groups`: each config's lowest copy);
+  median runtime per group, from `xlarank.data.distinct`, which featurizing shares;
+  `config_groups`: each config's lowest copy);
 - the ranked table (`ranked_table`: every config best first, copies beside the config they
   copy) on one scale of minus log runtime (`interleaved_scores`).
 
@@ -24,13 +25,17 @@ import tarfile
 import zipfile
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks, load_graph
+# The distinct configs are the data layer's (featurizing uses them too); they are part of
+# the measured configs' home, so they are named here as well.
+from xlarank.data.distinct import DistinctConfigs as DistinctConfigs
+from xlarank.data.distinct import config_columns as config_columns
+from xlarank.data.distinct import distinct_configs
+from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.errors import BadInputError, XlarankError
 from xlarank.files import input_path, open_regular
 
@@ -159,17 +164,6 @@ def check_measured(measured: pd.DataFrame, where: str = "measured") -> pd.DataFr
     return pd.DataFrame({"config_index": index.astype(np.int64), "runtime": runtime})
 
 
-def config_columns(graph: TileGraph | LayoutGraph) -> np.ndarray:
-    """float32 (n_configs, n_raw): the raw config columns, one row per config."""
-    if isinstance(graph, TileGraph):
-        return graph.config_feat.astype(np.float32)
-    if graph.node_config_feat is None:  # loaded with configs=False: read them block by block
-        with config_blocks(graph) as blocks:
-            parts = [block.reshape(len(block), -1) for block, _ in blocks]
-        return np.concatenate(parts).astype(np.float32)
-    return graph.node_config_feat.reshape(graph.n_configs, -1).astype(np.float32)
-
-
 def interleaved_scores(score: np.ndarray, runtime: pd.Series) -> np.ndarray:
     """Scores of every config on one scale, minus log runtime (higher is faster).
 
@@ -217,39 +211,6 @@ def measured_table(measured) -> pd.DataFrame:
     raise TypeError("measured: expected a DataFrame (or a dict of columns) with "
                     "config_index and runtime, or a CSV path, got "
                     f"{type(measured).__name__}")
-
-
-@dataclass(frozen=True)
-class DistinctConfigs:
-    """The distinct configs of one graph (configs equal in every raw config column are
-    one). first: int64 (n_distinct,) the lowest config index of each; group: int64
-    (n_configs,) each config index's distinct config (an id into first; ids follow the
-    sorted order of the config rows, as ``np.unique(..., axis=0)`` numbers them); median:
-    float64 (n_distinct,) the median of the file's own runtimes per distinct config (a
-    labelled file's; zeros on a test file)."""
-
-    first: np.ndarray
-    group: np.ndarray
-    median: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.first)
-
-    @property
-    def lowest(self) -> np.ndarray:
-        """int64 (n_configs,): each config's lowest copy (`config_groups`)."""
-        return self.first[self.group]
-
-
-def distinct_configs(graph: TileGraph | LayoutGraph) -> DistinctConfigs:
-    """The graph's distinct configs: `DistinctConfigs` (first index, group of each config,
-    median runtime per group)."""
-    x = config_columns(graph)
-    _, first, inverse = np.unique(x, axis=0, return_index=True, return_inverse=True)
-    group = inverse.reshape(-1).astype(np.int64)
-    median = (pd.Series(np.asarray(graph.config_runtime, np.float64)).groupby(group)
-              .median().to_numpy(np.float64))
-    return DistinctConfigs(first.astype(np.int64), group, median)
 
 
 def config_groups(graph: TileGraph | LayoutGraph) -> np.ndarray:

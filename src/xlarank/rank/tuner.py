@@ -3,8 +3,9 @@
 `Tuner` is an ask/tell loop over one graph's configs, built on the in-graph ranker
 (`xlarank.rank.ingraph`): the same inputs (raw config columns, graph-local families, a
 prior's score) and the same rank-quantile target. The tuner holds the loop and the
-measured table (`xlarank.rank.measured`); a strategy (`TunerStrategy`, registered by name
-in `STRATEGIES`) picks the configs, as Optuna's samplers pick trials.
+measured table (`xlarank.rank.measured`); a strategy (`xlarank.rank.strategies`:
+`TunerStrategy`, registered by name in `STRATEGIES`) picks the configs, as Optuna's
+samplers pick trials.
 
 Each `Tuner.suggest` (or `Tuner.ask`) proposes configs that are distinct and are not
 duplicates (identical config rows) of any measured one: a config measured under one index
@@ -38,17 +39,12 @@ of distinct configs measured, never by how many batches were asked before).
 from __future__ import annotations
 
 import dataclasses
-import math
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
-from xlarank.errors import XlarankError
 from xlarank.features.build import featurize_graph
 from xlarank.rank.ingraph import (
     IN_GRAPH_BOOSTER,
@@ -57,7 +53,6 @@ from xlarank.rank.ingraph import (
     fit_booster,
     in_graph_inputs,
     predict_booster,
-    rank_target,
 )
 from xlarank.rank.measured import (
     MeasuredError,
@@ -69,6 +64,7 @@ from xlarank.rank.measured import (
     read_measured_state,
     varying_columns,
 )
+from xlarank.rank.strategies import TunerStrategy, checked_strategy, suggestions
 from xlarank.seeds import check_seed
 
 # A tuner refits every batch, and several boosters at that: fewer, larger steps than
@@ -76,218 +72,6 @@ from xlarank.seeds import check_seed
 TUNER_BOOSTER = dataclasses.replace(
     IN_GRAPH_BOOSTER, name="tuner", num_rounds=100,
     params={**IN_GRAPH_BOOSTER.params, "learning_rate": 0.1})
-EXPLOIT, EXPLORE, COLD_START = "exploit", "explore", "cold-start"
-
-
-class TunerStrategy(ABC):
-    """How a `Tuner` picks the configs to measure, as Optuna's samplers pick trials: the
-    tuner holds the loop and the measured table, a strategy answers two questions.
-
-    - `cold_start`: which configs to measure first, while fewer than two distinct configs
-      (or only equal runtimes) are measured, so no model can be fitted;
-    - `batch`: the next configs once a model can be fitted on the measured table.
-
-    Both get the tuner (its distinct configs, inputs, prior score and boosters:
-    `Tuner.fit_predict`), ``free`` int64 (n_free,): the distinct configs not yet measured
-    (ids into ``tuner.distinct``), k (1 <= k <= n_free) and a seeded generator; they
-    return `suggestions` of k of ``free``'s configs, best first. A strategy is registered
-    by its ``name`` in `STRATEGIES` (``xlarank suggest --strategy NAME``), and its
-    settings are its dataclass fields (``--strategy-option key=value``).
-    """
-
-    name: ClassVar[str] = ""
-
-    @abstractmethod
-    def cold_start(self, tuner: Tuner, free: np.ndarray, measured: np.ndarray, k: int,
-                   rng: np.random.Generator) -> pd.DataFrame:
-        """The first configs: measured int64, the distinct configs measured so far."""
-
-    @abstractmethod
-    def batch(self, tuner: Tuner, free: np.ndarray, medians: pd.Series, k: int,
-              rng: np.random.Generator) -> pd.DataFrame:
-        """The next configs: medians float64, the median runtime of each measured
-        distinct config indexed by its id (sorted), at least two distinct runtimes."""
-
-
-def _check_numbers(strategy, numbers: dict, integers: dict) -> None:
-    """XlarankError unless every setting is a number (not a bool) and finite."""
-    for name, value in {**integers, **numbers}.items():
-        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
-            raise XlarankError(f"{strategy}: {name} must be a number, got "
-                               f"{type(value).__name__}")
-    # NaN fails every comparison, so each range is stated as what must hold.
-    bad = [name for name, value in numbers.items() if not np.isfinite(value)]
-    if bad:
-        raise XlarankError(f"{strategy}: {', '.join(bad)} must be finite numbers")
-
-
-@dataclass(frozen=True)
-class BoosterStrategy(TunerStrategy):
-    """The default strategy ("booster"): a diverse cold start, then the in-graph booster.
-
-    bootstraps: boosters on bootstrap samples of the measured configs, whose spread is
-    the uncertainty (0: none); kappa: weight of that sd in the lower confidence bound on
-    the predicted rank quantile; random_share: expected share of each batch drawn at
-    random; diversity: penalty (rank-quantile units) per config already in the batch with
-    the same values on the important raw columns; important: the share of the boosters'
-    raw-column gain whose columns make up that signature; cold: the first batch without a
-    prior, "diverse" (max-min Hamming) or "random" (with a prior: the prior's best).
-
-    The defaults exploit the booster fitted on every measured config, with the
-    uncertainty reported, not acted on; they were chosen on bench/autotune.py's replay
-    (docs/rank-graph.md says what each setting did there; the current figures are in
-    docs/benchmarks.md).
-    """
-
-    name: ClassVar[str] = "booster"
-    bootstraps: int = 4
-    kappa: float = 0.0
-    random_share: float = 0.0
-    diversity: float = 0.0
-    important: float = 0.9
-    cold: str = "diverse"
-
-    def __post_init__(self):
-        if self.cold not in ("diverse", "random"):
-            raise XlarankError(f"cold start {self.cold!r}: 'diverse' or 'random'")
-        numbers = {"kappa": self.kappa, "random_share": self.random_share,
-                   "diversity": self.diversity, "important": self.important}
-        _check_numbers(self, numbers, {"bootstraps": self.bootstraps})
-        if (not float(self.bootstraps).is_integer() or not self.bootstraps >= 0
-                or not 0 <= self.random_share <= 1 or not self.kappa >= 0
-                or not self.diversity >= 0 or not 0 <= self.important <= 1):
-            raise XlarankError(f"{self}: bootstraps a whole number >= 0, kappa >= 0, "
-                               "diversity >= 0, and a random share and important in [0, 1]")
-
-    def cold_start(self, tuner, free, measured, k, rng):
-        nan = [np.nan] * k
-        first = tuner.distinct.first
-        if tuner.prior_score is not None:
-            score = tuner.prior_score[first[free]]
-            picks = free[np.lexsort((free, -score))[:k]]
-            return suggestions(first[picks], tuner.prior_score[first[picks]], nan,
-                               [COLD_START] * k)
-        if self.cold == "random":
-            picks = rng.permutation(free)[:k]
-        else:
-            picks = max_min_hamming(tuner.raw[first], free, measured, k, rng)
-        return suggestions(first[picks], nan, nan, [COLD_START] * k)
-
-    def batch(self, tuner, free, medians, k, rng):
-        groups = medians.index.to_numpy(np.int64)
-        target = rank_target(medians.to_numpy())
-        gain = np.zeros(len(tuner.input_names))
-
-        def fitted(rows: np.ndarray, salt: int) -> np.ndarray:
-            prediction, booster_gain_ = tuner.fit_predict(groups[rows], target[rows], free,
-                                                          salt)
-            gain[:] += booster_gain_
-            return prediction
-
-        # The prediction is the booster on every measured config; bootstrap samples only
-        # measure its spread (their mean, a bagged booster, found the fast configs later
-        # on the replay: a sample without the few fastest configs forgets them).
-        mean = fitted(np.arange(len(groups)), 0)
-        spread = []
-        for b in range(self.bootstraps):
-            rows = rng.integers(0, len(groups), len(groups))
-            if np.ptp(target[rows]) > 0:  # a sample of one runtime has nothing to fit
-                spread.append(fitted(rows, b + 1))
-        sd = np.std(spread, axis=0) if len(spread) > 1 else np.zeros(len(free))
-        bound = mean - self.kappa * sd
-        signature = tuner.signature(gain, self.important)[tuner.distinct.first[free]]
-
-        n_random = int(np.floor(self.random_share * k + rng.random()))
-        n_random = min(n_random, k)
-        chosen: list[int] = []
-        reasons: list[str] = []
-        penalty = np.zeros(len(free))
-        taken = np.zeros(len(free), bool)
-        exploit = set(np.lexsort((free, mean))[:k].tolist())
-        for _ in range(k - n_random):
-            pick = int(np.lexsort((free, np.where(taken, np.inf, bound + penalty)))[0])
-            chosen.append(pick)
-            reasons.append(EXPLOIT if pick in exploit else EXPLORE)
-            taken[pick] = True
-            penalty += self.diversity * (signature == signature[pick])
-        if n_random:
-            rest = np.flatnonzero(~taken)
-            for pick in rng.choice(rest, n_random, replace=False).tolist():
-                chosen.append(int(pick))
-                reasons.append(EXPLORE)
-        chosen_arr = np.array(chosen, np.int64)
-        centre, spread = tuner.log_runtimes(mean[chosen_arr], sd[chosen_arr], medians)
-        return suggestions(tuner.distinct.first[free[chosen_arr]], -centre, spread, reasons)
-
-
-@dataclass(frozen=True)
-class RandomStrategy(TunerStrategy):
-    """Random search ("random"): every batch drawn uniformly from the unmeasured distinct
-    configs, no model fitted (a baseline; no settings)."""
-
-    name: ClassVar[str] = "random"
-
-    def cold_start(self, tuner, free, measured, k, rng):
-        nan = [np.nan] * k
-        return suggestions(tuner.distinct.first[rng.permutation(free)[:k]], nan, nan,
-                           [COLD_START] * k)
-
-    def batch(self, tuner, free, medians, k, rng):
-        nan = [np.nan] * k
-        return suggestions(tuner.distinct.first[rng.permutation(free)[:k]], nan, nan,
-                           [EXPLORE] * k)
-
-
-# name -> strategy class: ``xlarank suggest --strategy NAME``.
-STRATEGIES: dict[str, type[TunerStrategy]] = {
-    cls.name: cls for cls in (BoosterStrategy, RandomStrategy)}
-
-
-def make_strategy(name: str = "booster", options: dict | None = None) -> TunerStrategy:
-    """The strategy registered as ``name`` with ``options`` (setting name -> value; a
-    string is read as the setting's type: "0.5" for a float, "4" for an int); XlarankError
-    for an unknown name, an unknown setting or a value that is not of its type."""
-    if name not in STRATEGIES:
-        raise XlarankError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
-    cls = STRATEGIES[name]
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    settings = {}
-    for key, value in (options or {}).items():
-        if key not in fields:
-            known = ", ".join(fields) or "none"
-            raise XlarankError(f"strategy {name}: unknown setting {key!r}; known: {known}")
-        settings[key] = _setting(name, key, value, type(fields[key].default))
-    return cls(**settings)
-
-
-def _setting(strategy: str, key: str, value, kind: type):
-    if not isinstance(value, str) or kind is str:
-        return value
-    try:
-        if kind is int:
-            number = float(value)
-            if not math.isfinite(number) or not number.is_integer():
-                raise ValueError(value)
-            return int(number)
-        return kind(value)
-    except ValueError:
-        raise XlarankError(f"strategy {strategy}: {key}={value!r} is not "
-                           f"{'a whole number' if kind is int else 'a number'}") from None
-
-
-def parse_strategy_options(options) -> dict:
-    """``key=value`` strings as a dict; XlarankError for one without ``=``, an empty key
-    or a key given twice."""
-    parsed: dict[str, str] = {}
-    for option in options or ():
-        key, sep, value = option.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise XlarankError(f"strategy option {option!r}: write key=value")
-        if key in parsed:
-            raise XlarankError(f"strategy option {key} given twice")
-        parsed[key] = value.strip()
-    return parsed
 
 
 class Tuner:
@@ -316,7 +100,7 @@ class Tuner:
         self.prior = checked_prior(graph, prior)
         self.seed = seed
         self.threads = threads
-        self.strategy = _checked_strategy(strategy)
+        self.strategy = checked_strategy(strategy)
         self._x, self.input_names = in_graph_inputs(graph, self.prior)
         raw = config_columns(graph)
         varying = varying_columns(raw)
@@ -336,7 +120,7 @@ class Tuner:
         other = object.__new__(Tuner)
         other.__dict__.update(self.__dict__)
         other.seed = seed
-        other.strategy = self.strategy if strategy is None else _checked_strategy(strategy)
+        other.strategy = self.strategy if strategy is None else checked_strategy(strategy)
         other._rows = []
         return other
 
@@ -446,45 +230,6 @@ class Tuner:
         return ids.ravel().astype(np.int64)
 
 
-def _checked_strategy(strategy) -> TunerStrategy:
-    if strategy is None:
-        return BoosterStrategy()
-    if not isinstance(strategy, TunerStrategy):
-        raise TypeError(f"strategy: expected a TunerStrategy (e.g. xlarank.BoosterStrategy()"
-                        f"), got {type(strategy).__name__}")
-    return strategy
-
-
-def max_min_hamming(raw: np.ndarray, free: np.ndarray, measured: np.ndarray, k: int,
-                    rng: np.random.Generator) -> np.ndarray:
-    """k of ``free`` (distinct-config ids into raw (n_distinct, m)), each the farthest in
-    Hamming distance from the measured ones and those already picked (ties: lowest id);
-    the first at random when nothing is measured."""
-    nearest = np.full(len(free), np.inf)
-    for done in measured.tolist():
-        nearest = np.minimum(nearest, (raw[free] != raw[done]).sum(axis=1))
-    picks = []
-    taken = np.zeros(len(free), bool)
-    for _ in range(k):
-        if np.isinf(nearest).all():
-            pick = int(rng.integers(len(free)))
-        else:
-            pick = int(np.argmax(np.where(taken, -1.0, nearest)))
-        picks.append(pick)
-        taken[pick] = True
-        nearest = np.minimum(nearest, (raw[free] != raw[free[pick]]).sum(axis=1))
-    return free[np.array(picks, np.int64)]
-
-
-def suggestions(index, score, uncertainty, reason) -> pd.DataFrame:
-    """A strategy's answer: config_index int64, score and uncertainty float64 (NaN where
-    none), reason (exploit, explore or cold-start), one row per config, best first."""
-    return pd.DataFrame({"config_index": np.asarray(index, np.int64),
-                         "score": np.asarray(score, np.float64),
-                         "uncertainty": np.asarray(uncertainty, np.float64),
-                         "reason": pd.Series(reason, dtype=object)})
-
-
 def suggest_next(graph, measured_path: str | Path | None, batch: int, prior=None,
                  seed: int = 0, threads: int | None = None,
                  strategy: TunerStrategy | None = None) -> pd.DataFrame:
@@ -492,7 +237,7 @@ def suggest_next(graph, measured_path: str | Path | None, batch: int, prior=None
     state: a run resumes by reading it again): `Tuner.suggest`'s table. strategy: a
     `TunerStrategy` (None: the default, `BoosterStrategy()`)."""
     check_seed(seed, "seed")
-    strategy = _checked_strategy(strategy)
+    strategy = checked_strategy(strategy)
     measured = read_measured_state(measured_path)
     tuner = Tuner(graph, prior=prior, seed=seed, threads=threads, strategy=strategy)
     tuner.tell_table(measured, str(measured_path or "measured"))

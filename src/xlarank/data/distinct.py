@@ -1,0 +1,69 @@
+"""The distinct configs of one graph: configs equal in every raw config column are one.
+
+`config_columns` gives the raw columns as rows and `distinct_configs` groups them; every
+place that needs "the graph's distinct configs" (the frame's tile dedup, the measured
+configs of `xlarank.rank.measured`, the tuner, the systems, the benches) calls it. It
+lives in the data layer so that featurizing can use it without importing the rankers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks
+
+
+def config_columns(graph: TileGraph | LayoutGraph) -> np.ndarray:
+    """float32 (n_configs, n_raw): the raw config columns, one row per config."""
+    if isinstance(graph, TileGraph):
+        return graph.config_feat.astype(np.float32)
+    if graph.node_config_feat is None:  # loaded with configs=False: read them block by block
+        with config_blocks(graph) as blocks:
+            parts = [block.reshape(len(block), -1) for block, _ in blocks]
+        return np.concatenate(parts).astype(np.float32)
+    return graph.node_config_feat.reshape(graph.n_configs, -1).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class DistinctConfigs:
+    """The distinct configs of one graph (configs equal in every raw config column are
+    one). first: int64 (n_distinct,) the lowest config index of each; group: int64
+    (n_configs,) each config index's distinct config (an id into first; ids follow the
+    sorted order of the config rows, as ``np.unique(..., axis=0)`` numbers them); median:
+    float64 (n_distinct,) the median of the file's own runtimes per distinct config (a
+    labelled file's; zeros on a test file)."""
+
+    first: np.ndarray
+    group: np.ndarray
+    median: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    @property
+    def lowest(self) -> np.ndarray:
+        """int64 (n_configs,): each config's lowest copy (`config_groups`)."""
+        return self.first[self.group]
+
+    def in_config_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """The same groups numbered by first appearance, as a frame orders its distinct
+        configs: first int64 (n_distinct,) ascending, group int64 (n_configs,) ids into
+        it."""
+        order = np.argsort(self.first, kind="stable")
+        renumber = np.empty_like(order)
+        renumber[order] = np.arange(len(order))
+        return self.first[order], renumber[self.group]
+
+
+def distinct_configs(graph: TileGraph | LayoutGraph) -> DistinctConfigs:
+    """The graph's distinct configs: `DistinctConfigs` (first index, group of each config,
+    median runtime per group)."""
+    x = config_columns(graph)
+    _, first, inverse = np.unique(x, axis=0, return_index=True, return_inverse=True)
+    group = inverse.reshape(-1).astype(np.int64)
+    median = (pd.Series(np.asarray(graph.config_runtime, np.float64)).groupby(group)
+              .median().to_numpy(np.float64))
+    return DistinctConfigs(first.astype(np.int64), group, median)
