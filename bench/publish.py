@@ -345,6 +345,19 @@ def ingraph(rec: dict) -> list[str]:
         for s in union(tables, None):
             if s not in systems:
                 out.append(f"{s}: {metric(tables[0][s]['mean'])} (one figure per file).")
+    if "rank_graph_command" in rec:
+        timed = rec["rank_graph_command"]
+        if not timed:
+            out.append("`xlarank rank-graph` as a command: not timed in this run.")
+        else:
+            budget = timed.get("budget")
+            verdict = ("" if budget is None else f" (budget {num(budget)} s: "
+                       + ("within" if timed["best"] <= budget else "NOT within") + ")")
+            out.append(f"`xlarank rank-graph` as a command, {timed['measured']} configs "
+                       f"measured, on `{where(timed['file'])}`: best {num(timed['best'], 3)} s "
+                       f"of {len(timed['seconds'])} fresh processes"
+                       f" ({', '.join(num(x, 3) for x in timed['seconds'])} s){verdict}; "
+                       f"load average {num(timed.get('load_average'), 3)} at the time.")
     return out
 
 

@@ -272,7 +272,12 @@ def test_ingraph_renders_hardness_model_choice_and_peer_check():
     f = {"data": "real", "file": "x/npz/g.npz", "collection": "layout:xla:default",
          "configs": 10, "distinct_configs": 9, "runtime_spread": 1.5, "repeat_noise": 2e-5,
          "plateau_0.5%": 0.25, "results": {"0.5": share}}
-    page = "\n\n".join(publish.ingraph({"seeds": 4, "threads": 2, "files": [f]}))
+    timed = {"file": "x/npz/n.npz", "measured": 100, "seconds": [2.5, 2.0, 2.25],
+             "best": 2.0, "budget": 5.0, "load_average": 3.5}
+    page = "\n\n".join(publish.ingraph({"seeds": 4, "threads": 2, "files": [f],
+                                         "rank_graph_command": timed}))
+    assert ("`xlarank rank-graph` as a command, 100 configs measured, on `x/npz/n.npz`: best "
+            "2 s of 3 fresh processes (2.5, 2, 2.25 s) (budget 5 s: within)") in page
     assert "spread 1.5x, repeat noise 2e-05 of the fastest, plateau 25.0% within 0.5%" in page
     assert "| rank-graph | 0.500 ± 0.100 (0.300) |" in page
     assert "| rank-graph's model (seeds) | booster 3, blend 1 |" in page
