@@ -307,6 +307,9 @@ def peer_cell(check: dict | None) -> str:
 def ingraph(rec: dict) -> list[str]:
     out = [f"{rec['seeds']} seeds, {rec['threads']} threads; cells: Kendall tau on the held-out "
            "distinct configs, mean ± sd over seeds (worst seed)."]
+    kinds = [data_kind(f.get("data", "–")) for f in rec["files"]]
+    out[0] += (" Files in this record: "
+               + "; ".join(f"{k} ({kinds.count(k)})" for k in dict.fromkeys(kinds)) + ".")
     if any("runtime_spread" in f for f in rec["files"]):
         out[0] += (" Per file, what makes it hard: the runtime spread (slowest / fastest "
                    "distinct median), the repeat noise (median |first - second| of configs "
