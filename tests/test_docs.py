@@ -208,3 +208,82 @@ def test_the_layout_map_names_every_module_and_only_modules_that_exist():
             assert rel.as_posix() in named or folders & named, f"the map lacks {rel}"
     for entry in named:
         assert (src / entry).exists(), f"docs/development.md's map names {entry}: no such path"
+
+
+def _publish_module():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import publish
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    return publish
+
+
+def _autotune_row(to_noise, to_top1, to_best):
+    return {"regret": {"0.02": 0.1, "0.2": 0.01}, "to_noise_median": to_noise,
+            "to_top1_median": to_top1, "to_best_median": to_best}
+
+
+def _autotune_file(clear: bool) -> dict:
+    return {"data": "real", "file": "x/tpugraphs/npz/layout/xla/default/train/g.npz",
+            "collection": "layout:xla:default", "configs": 120, "distinct_configs": 100,
+            "runtime_spread": 2.0, "plateau": 0.05, "repeated_configs": 10, "noise_ns": 50.0,
+            "noise_relative": 1e-4, "repeat_tau": 0.8, "within_noise_configs": 4,
+            "top1_spread_ns": 80.0 if clear else 10.0,
+            "top1_spread_relative": 1.6e-4 if clear else 2e-5, "top1_clear_of_noise": clear,
+            "budget": 20, "top1_configs": 1, "notes": [],
+            "results": {"8": {"random search (exact)": _autotune_row(20.2, 50.5, 50.5),
+                              "tuner": _autotune_row(6.0, 7.0, None)}},
+            "tuner_to_noise_vs_random": {"8": {"tuner": 6.0, "random_expected": 20.2,
+                                               "within_a_third_of_random": True}}}
+
+
+def test_autotune_renders_the_noise_aware_record_and_the_old_one():
+    publish = _publish_module()
+    rec = {"batches": [8], "budget_share": 0.2, "seeds": 2, "threads": 1,
+           "noise_rule": "the rule", "plateau_share": 0.005,
+           "files": [_autotune_file(True), {**_autotune_file(False), "file": "y/npz/h.npz"}],
+           "top1_within_noise": ["y/npz/h.npz"]}
+    page = "\n\n".join(publish.autotune(rec))
+    # The verdict per file and batch: the tuner's count, random's expectation, the bar.
+    assert "| `g` | layout:xla:default | 8 | 6 | 20.2 | 0.30 | yes | tuner (6) |" in page
+    assert "| tuner | **6** | 7 | >20 | 0.1 | 0.01 |" in page  # top 1% kept where clear
+    assert "| tuner | **6** | >20 | 0.1 | 0.01 |" in page  # and left out where within noise
+    assert ("Files whose top 1% is within the noise (the top-1% column not kept): "
+            "`y/npz/h.npz`") in page
+    # A record from before the noise was measured keeps its old layout.
+    old = {"batches": [8], "budget_share": 0.2, "seeds": 2,
+           "files": [{k: v for k, v in _autotune_file(True).items()
+                      if k in ("data", "file", "collection", "distinct_configs", "budget",
+                               "top1_configs", "notes", "results")}]}
+    old_page = "\n\n".join(publish.autotune(old))
+    assert "| strategy | top 1%, batch 8 | best, batch 8 |" in old_page
+    assert "within noise" not in old_page
+
+
+def test_ingraph_renders_hardness_model_choice_and_peer_check():
+    publish = _publish_module()
+    cell = {"mean": 0.5, "sd": 0.1, "worst": 0.3}
+    share = {"rank-graph": {**cell, "chosen": {"booster": 3, "blend": 1},
+                            "peer_check": {"mean_minus_peer": 0.1, "mean_ok": True,
+                                           "worst_ok": False}},
+             "peer: raw config columns (LGBMRegressor)": {"mean": 0.4, "sd": 0.05,
+                                                          "worst": 0.35}}
+    f = {"data": "real", "file": "x/npz/g.npz", "collection": "layout:xla:default",
+         "configs": 10, "distinct_configs": 9, "runtime_spread": 1.5, "repeat_noise": 2e-5,
+         "plateau_0.5%": 0.25, "results": {"0.5": share}}
+    timed = {"file": "x/npz/n.npz", "measured": 100, "seconds": [2.5, 2.0, 2.25],
+             "best": 2.0, "budget": 5.0, "load_average": 3.5}
+    page = "\n\n".join(publish.ingraph({"seeds": 4, "threads": 2, "files": [f],
+                                         "rank_graph_command": timed}))
+    assert ("`xlarank rank-graph` as a command, 100 configs measured, on `x/npz/n.npz`: best "
+            "2 s of 3 fresh processes (2.5, 2, 2.25 s) (budget 5 s: within)") in page
+    assert "spread 1.5x, repeat noise 2e-05 of the fastest, plateau 25.0% within 0.5%" in page
+    assert "| rank-graph | 0.500 ± 0.100 (0.300) |" in page
+    assert "| rank-graph's model (seeds) | booster 3, blend 1 |" in page
+    assert "| rank-graph - peer | +0.100 (mean ok, worst BELOW) |" in page
+    old = {k: v for k, v in f.items() if k not in ("runtime_spread", "repeat_noise",
+                                                  "plateau_0.5%")}
+    old["results"] = {"0.5": {"rank-graph": cell}}
+    old_page = "\n\n".join(publish.ingraph({"seeds": 4, "threads": 2, "files": [old]}))
+    assert "spread" not in old_page and "rank-graph - peer" not in old_page
