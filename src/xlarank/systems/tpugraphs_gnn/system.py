@@ -49,7 +49,7 @@ INFER_BUDGET_MB = 256
 # best checkpoint kept. In-graph, one epoch is one step.
 IN_GRAPH_LEARNING_RATES = (1e-3, 3e-3, 1e-2)
 IN_GRAPH_STEPS = 1500       # the step budget of the chosen rate
-IN_GRAPH_RUNG = 200         # steps every rate of the grid gets before one is chosen
+IN_GRAPH_RUNG = 500         # steps every rate of the grid gets before one is chosen
 IN_GRAPH_CHECK_EVERY = 100  # steps between checkpoints
 IN_GRAPH_PATIENCE = 3       # checkpoints without a gain of IN_GRAPH_MIN_GAIN: stop
 IN_GRAPH_MIN_GAIN = 0.005
