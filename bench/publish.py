@@ -494,7 +494,9 @@ def systems(rec: dict) -> list[str]:
         rows = ing["results"]
         shares, names = union(rows, "share"), union(rows, "system")
         cell = {(r["system"], r["share"]): r for r in rows}
-        out.append(f"In-graph, data: {data(ing['data'])}; {ing['seeds']} seeds; Kendall tau on the "
+        seeds = (f"seeds {', '.join(map(str, ing['seed_list']))}" if ing.get("seed_list")
+                 else f"{ing['seeds']} seeds")
+        out.append(f"In-graph, data: {data(ing['data'])}; {seeds}; Kendall tau on the "
                    "held-out distinct configs, mean ± sd (worst seed), and seconds per fit.")
         if any(r["system"] == "tpugraphs-gnn" and "chosen" not in r for r in rows):
             out.append("Here tpugraphs-gnn trained 20 in-graph steps at Adam 1e-3, the "

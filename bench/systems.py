@@ -390,7 +390,7 @@ def ingraph_row(label: str, share: float, settings: dict, rows: list[dict],
 
 def ingraph_curves(results: list[dict], out_dir: Path) -> str | None:
     """bench/results/systems-ingraph-curve.png: per share, the held-out tau of each
-    checkpoint of seed 0's run against its training seconds (log axis), one line per
+    checkpoint of seed 0's run against its training CPU seconds (log axis), one line per
     learning rate tried; systems without checkpoints are a point per seed."""
     import matplotlib
 
@@ -400,7 +400,7 @@ def ingraph_curves(results: list[dict], out_dir: Path) -> str | None:
     shares = sorted({r["share"] for r in results}, reverse=True)
     if not shares:
         return None
-    fig, axes = plt.subplots(1, len(shares), figsize=(4.2 * len(shares), 3.6),
+    fig, axes = plt.subplots(1, len(shares), figsize=(max(6.4, 4.2 * len(shares)), 3.8),
                              squeeze=False, sharey=True)
     for ax, share in zip(axes[0], shares):
         for row in (r for r in results if r["share"] == share):
@@ -408,21 +408,22 @@ def ingraph_curves(results: list[dict], out_dir: Path) -> str | None:
             if curve:
                 for rate in dict.fromkeys(p["learning_rate"] for p in curve):
                     points = [p for p in curve if p["learning_rate"] == rate]
-                    ax.plot([max(p["seconds"], 0.1) for p in points],
+                    ax.plot([max(p.get("cpu_seconds", p["seconds"]), 0.1) for p in points],
                             [p["held_tau"] for p in points], marker=".",
                             label=f"{row['system']} lr {rate:g}")
             else:
-                ax.scatter([max(p["train_s"], 0.1) for p in row["per_seed"]],
+                ax.scatter([max(p.get("train_cpu_s", p["train_s"]), 0.1)
+                            for p in row["per_seed"]],
                            [p["tau"] for p in row["per_seed"]], label=row["system"],
                            zorder=3)
         ax.set_xscale("log")
         ax.set_title(f"unet3d, {share:.0%} measured", fontsize=9)
-        ax.set_xlabel("training seconds (1 core)")
+        ax.set_xlabel("training CPU seconds (1 core)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
     axes[0][0].set_ylabel("Kendall tau, held-out configs")
-    fig.suptitle("In-graph: held-out tau at each checkpoint against training time "
-                 "(report only: it never steers training)", fontsize=9)
+    fig.suptitle("In-graph: held-out tau at each checkpoint against training time\n"
+                 "(for the report only: it never steers training)", fontsize=9)
     fig.tight_layout()
     path = out_dir / "systems-ingraph-curve.png"
     fig.savefig(path, dpi=100)
@@ -547,6 +548,9 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("bench/results/systems-scale"))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--ingraph-seeds", type=int, default=5)
+    parser.add_argument("--ingraph-seed-list", default="",
+                        help="comma-separated seeds of the ingraph part, in place of "
+                             "0..ingraph-seeds-1")
     parser.add_argument("--shares", default=",".join(map(str, SHARES)),
                         help="comma-separated measured shares of the ingraph part")
     parser.add_argument("--threads", type=int, default=THREADS,
@@ -583,11 +587,13 @@ def main() -> None:
         record["submissions"] = write_submissions(record["synthetic"]["results"],
                                                   args.out.parent)
     if "ingraph" in parts:
-        results = run_ingraph(args.samples, list(range(args.ingraph_seeds)), systems,
+        seeds = ([int(x) for x in args.ingraph_seed_list.split(",")]
+                 if args.ingraph_seed_list else list(range(args.ingraph_seeds)))
+        results = run_ingraph(args.samples, seeds, systems,
                               tuple(float(x) for x in args.shares.split(",")),
                               args.partial, args.threads)
         record["ingraph"] = {"data": f"real TpuGraphs sample {UNET3D}, split by distinct "
-                                     "config", "seeds": args.ingraph_seeds,
+                                     "config", "seeds": len(seeds), "seed_list": seeds,
                              "threads": args.threads, "results": results}
         record["ingraph_curve"] = ingraph_curves(results, args.out.parent)
     if "scale" in parts:
