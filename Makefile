@@ -156,7 +156,11 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	$(BIN)/python bench/engines.py $(DEMO_DATA) --frame $(DEMO_FRAMES)/default/layout-nlp-default/train.parquet \
 	    --out bench/results/engines.json
 	$(BIN)/python bench/quality.py $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/quality.json
-	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/systems.json
+	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts synthetic --seeds $(QUALITY_SEEDS) --out bench/results/systems.json
+	@# tpugraphs-gnn's in-graph recipe takes 10-20 CPU minutes a fit: 9 fits, one core each.
+	$(BIN)/python bench/systems.py --parts ingraph,scale --systems xlarank,tpugraphs-gnn,gru,hybrid \
+	    --shares 0.5,0.2,0.1 --ingraph-seeds $(QUALITY_SEEDS) --threads 1 \
+	    --out bench/results/systems_fair.json
 	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts synthetic --collections tile:xla \
 	    --seeds $(QUALITY_SEEDS) --out bench/results/systems_tile.json
 	$(BIN)/python bench/tile_kernels.py --seeds $(QUALITY_SEEDS) --out bench/results/tile_kernels.json

@@ -14,15 +14,21 @@ Parts:
   included; one fresh process per system and collection) and milliseconds to score 1,000
   configs. Synthetic figures show learning under our own cost model, not TpuGraphs.
 - ingraph: the real unet3d sample, its distinct configs split at random, a share (0.5,
-  0.2, 0.1) measured and the rest ranked; Kendall tau on the held-out distinct configs.
-  Every system trains on the measured configs only.
+  0.2, 0.1) measured and the rest ranked; Kendall tau on the held-out distinct configs,
+  training wall and CPU seconds, and (systems that checkpoint) the held-out tau at each
+  checkpoint and the time to come within 0.01 of the returned model's; a PNG of those
+  curves. Every system trains on the measured configs only.
 - scale: a seeded sample of the `real` synth preset's train files (drawn by index, so the
-  size mix is the preset's), per GNN system and collection: seconds per epoch over the
-  sample scaled to the whole train split, peak RSS, and the official recipe's epochs
-  projected (layout 500, tile 100, at most: early stopping may end sooner).
+  size mix is the preset's), per GNN system and collection: one fit of a few epochs timed
+  epoch by epoch, the first epoch (one-off costs included) and the marginal one, scaled to
+  the whole train split, peak RSS, and the official epochs projected from them (layout 50
+  at the official HEAD, 500 at the older version tpugraphs-gnn follows; tile 100; at
+  most: early stopping may end sooner).
 
 GNN epochs are cut for the synthetic part (settings in the JSON beside each row); the
-scale part says what the official epochs would cost here.
+scale part says what the official epochs would cost here. In-graph, tpugraphs-gnn runs
+its own recipe (inner validation, a learning-rate grid, early stopping) and its held-out
+tau at each checkpoint is recorded against its training seconds, for the report only.
 
     python bench/systems.py --data data/synth-demo --out bench/results/systems.json
 """
@@ -53,13 +59,17 @@ SYNTH_SETTINGS = {
     "gru": {"layout": {"epochs": 10}, "tile": {"epochs": 10}},
     "hybrid": {"layout": {"gnn_epochs": 3}, "tile": {"gnn_epochs": 3}},
 }
-# In-graph rows beside the defaults: (label, system, settings, shares, seeds). The official
-# layout recipe takes ~4,000 Adam steps (500 epochs of 8 batches on xla); 20 in-graph
-# epochs are 20 steps, so the same system with ten times the steps shows what steps buy.
-INGRAPH_VARIANTS = [("tpugraphs-gnn, 200 steps", "tpugraphs-gnn", {"in_graph_epochs": 200},
-                     (0.5,), [0, 1, 2])]
+# In-graph rows beside the defaults: (label, system, settings, shares, seeds). None now:
+# tpugraphs-gnn's in-graph recipe chooses its learning rate and steps by inner validation.
+INGRAPH_VARIANTS: list = []
 PEERS = {"peer: config aggregates (XGBoost pairwise)": ("xlarank", {"booster_spec": "baseline"})}
-OFFICIAL_EPOCHS = {"tile": 100, "layout": 500}
+# The official trainers' epoch counts (google-research-datasets/tpu_graphs): layout 50
+# with early stop 25 since ddd187c (2023-11-11, HEAD), 500 with early stop 40 before
+# (422a990, 2023-08-29, the version tpugraphs-gnn follows); tile 100 with early stop 20
+# (unchanged since 422a990).
+OFFICIAL_EPOCHS = {"tile": {"HEAD": 100},
+                   "layout": {"HEAD ddd187c": 50, "422a990": 500}}
+SCALE_EPOCHS = 4        # epochs timed in one fit: the first and three marginal ones
 SCALE_SYSTEMS = ("tpugraphs-gnn", "gru", "hybrid")
 
 
@@ -76,6 +86,15 @@ def headline_of(graph, score: np.ndarray, runtime: np.ndarray) -> float:
         return 1.0 - slowdown_at(score, runtime / graph.config_runtime_normalizers, 5)
     value = kendall_tau(score, runtime)
     return 0.0 if np.isnan(value) else value
+
+
+def per_graph(metrics: list[float]) -> dict:
+    """The headline over graphs (mean) and, since a few very slow tile kernels decide the
+    mean of 1 - slowdown@5, the per-graph median and the share of graphs whose value is at
+    least 0.95 (tile: a config within 5% of the best among the top five)."""
+    values = np.asarray(metrics, np.float64)
+    return {"metric": float(values.mean()), "median": float(np.median(values)),
+            "within_5pct": float((values >= 0.95).mean())}
 
 
 def synthetic_task(task: dict) -> dict:
@@ -98,7 +117,7 @@ def synthetic_task(task: dict) -> dict:
             rng = np.random.default_rng(seed)
             metrics = [headline_of(g, rng.random(g.n_configs), g.config_runtime)
                        for g in graphs]
-            rows.append({"seed": seed, "metric": float(np.mean(metrics)), "train_s": 0.0,
+            rows.append({"seed": seed, **per_graph(metrics), "train_s": 0.0,
                          "score_ms_per_1000": 0.0, "history": []})
             continue
         system = get_system(task["system"])(seed=seed, threads=THREADS, **task["settings"])
@@ -109,7 +128,7 @@ def synthetic_task(task: dict) -> dict:
         scores = [system.score(g) for g in graphs]
         score_s = time.perf_counter() - started
         metrics = [headline_of(g, s, g.config_runtime) for g, s in zip(graphs, scores)]
-        rows.append({"seed": seed, "metric": float(np.mean(metrics)),
+        rows.append({"seed": seed, **per_graph(metrics),
                      "train_s": round(train_s, 2),
                      "score_ms_per_1000": round(1000 * score_s * 1000
                                                 / sum(g.n_configs for g in graphs), 2),
@@ -122,8 +141,25 @@ def synthetic_task(task: dict) -> dict:
             "submission": submission if task["system"] != "random" else []}
 
 
+def plateau_time(curve: list[dict], final: float, within: float = 0.01,
+                 clock: str = "seconds") -> float | None:
+    """Training time (``clock``: "seconds" wall, "cpu_seconds" process CPU) of the first
+    checkpoint whose held-out tau is within ``within`` of ``final`` (the returned model's
+    held-out tau): the time to come within 0.01 of its own plateau. None without
+    checkpoints."""
+    for point in curve:
+        if point["held_tau"] is not None and point["held_tau"] >= final - within:
+            return point[clock]
+    return None
+
+
 def ingraph_task(task: dict) -> dict:
-    """One system on unet3d, every share and seed, in this (fresh) process."""
+    """One system on unet3d, every share and seed of the task, in this (fresh) process.
+
+    Systems that checkpoint in-graph (tpugraphs-gnn: records with an ``inner_tau``) have
+    the held-out tau of each checkpoint recorded beside its training seconds: a curve for
+    the report only, since the held-out configs are scored in the callback, after the
+    checkpoint's record is made, and never reach the fit."""
     import pandas as pd
 
     from xlarank.data.graph import load_graph
@@ -132,7 +168,7 @@ def ingraph_task(task: dict) -> dict:
     from xlarank.systems import get_system
     from xlarank.threads import use_threads
 
-    use_threads(THREADS)
+    use_threads(task.get("threads", THREADS))
     graph = load_graph(task["path"])
     # One row per distinct config: its first appearance and median runtime.
     block = featurize_graph(graph, load_feature_spec(ROOT / "features" / "baseline.toml"),
@@ -146,27 +182,58 @@ def ingraph_task(task: dict) -> dict:
             order = np.random.default_rng(seed).permutation(n)
             m = int(round(share * n))
             measured, held = order[:m], order[m:]
-            started = time.perf_counter()
+            curve: list[dict] = []
+            aside = [0.0, 0.0]  # wall, CPU seconds spent scoring held-out configs (curve)
+            chosen = None
+            started, cpu_started = time.perf_counter(), time.process_time()
             if task["system"] == "random":
                 score = np.random.default_rng(seed).random(graph.n_configs)
                 history = []
+                train_s = train_cpu = 0.0
             else:
                 runtime = pd.Series(median[measured], index=first[measured]).sort_index()
-                system = get_system(task["system"])(seed=seed, threads=THREADS,
-                                                    **task.get("settings", {}))
-                system.fit_graph(graph, runtime)
+                system = get_system(task["system"])(seed=seed, threads=task.get(
+                    "threads", THREADS), **task.get("settings", {}))
+
+                def checkpoint(record, system=system, held=held, curve=curve, aside=aside):
+                    if record.get("inner_tau") is None and record.get("phase") != "refit":
+                        return
+                    begun, cpu = time.perf_counter(), time.process_time()
+                    tau = kendall_tau(system.score_rows(graph, first[held]), median[held])
+                    curve.append({k: record.get(k) for k in
+                                  ("epoch", "learning_rate", "phase", "inner_tau",
+                                   "seconds", "cpu_seconds")} | {"held_tau": round(float(
+                                       np.nan_to_num(tau)), 4)})
+                    aside[0] += time.perf_counter() - begun
+                    aside[1] += time.process_time() - cpu
+
+                system.fit_graph(graph, runtime, on_epoch=checkpoint)
+                train_s = time.perf_counter() - started - aside[0]
+                train_cpu = time.process_time() - cpu_started - aside[1]
                 score, history = system.score(graph), system.history_
-            out.append({"share": share, "seed": seed,
-                        "tau": round(float(np.nan_to_num(
-                            kendall_tau(score[first[held]], median[held]))), 4),
-                        "seconds": round(time.perf_counter() - started, 2),
+                chosen = getattr(system, "chosen_", None)
+            tau = round(float(np.nan_to_num(kendall_tau(score[first[held]], median[held]))), 4)
+            seconds = time.perf_counter() - started - aside[0]
+            if task["system"] == "xlarank":
+                # Its graph-local booster trains when it first scores (BoosterSystem).
+                train_s, train_cpu = seconds, time.process_time() - cpu_started
+            out.append({"share": share, "seed": seed, "tau": tau,
+                        "train_s": round(train_s, 2), "train_cpu_s": round(train_cpu, 2),
+                        "seconds": round(seconds, 2),
+                        "chosen": chosen, "curve": curve,
+                        "plateau_s": plateau_time(curve, tau) if curve else round(train_s, 2),
+                        "plateau_cpu_s": (plateau_time(curve, tau, clock="cpu_seconds")
+                                          if curve else round(train_cpu, 2)),
                         "loss_first_last": ([history[0]["train_loss"],
                                              history[-1]["train_loss"]] if history else None)})
     return {"rows": out, "peak_rss_mb": round(peak_rss_mb(), 1)}
 
 
 def scale_task(task: dict) -> dict:
-    """Seconds of one training epoch of a system over a sample of real-sized files."""
+    """Wall and CPU seconds of a system's fit of ``SCALE_EPOCHS`` epochs over a sample of
+    real-sized files: the first epoch (with the one-off costs: statistics, loading,
+    compiling) and the marginal epoch (the median of the later ones). Systems that report
+    no epochs (hybrid) are fitted at 1 and 2 epochs, and the difference is the marginal."""
     from xlarank.data.collections import get_collection
     from xlarank.systems import get_system
     from xlarank.threads import use_threads
@@ -174,13 +241,37 @@ def scale_task(task: dict) -> dict:
     use_threads(THREADS)
     collection = get_collection(task["collection"])
     files = [Path(f) for f in task["files"]]
-    one_epoch = {"tpugraphs-gnn": {"epochs": 1, "early_stop": 0}, "gru": {"epochs": 1},
-                 "hybrid": {"gnn_epochs": 1}}[task["system"]]
-    system = get_system(task["system"])(seed=0, threads=THREADS, **one_epoch)
-    started = time.perf_counter()
-    system.fit(files, collection)
-    return {"seconds": round(time.perf_counter() - started, 2),
-            "peak_rss_mb": round(peak_rss_mb(), 1)}
+    key = {"tpugraphs-gnn": "epochs", "gru": "epochs", "hybrid": "gnn_epochs"}[task["system"]]
+    extra = {"early_stop": 0} if task["system"] == "tpugraphs-gnn" else {}
+
+    def fit(epochs: int) -> tuple[list[float], list[float]]:
+        """(wall, CPU) seconds from the start to each epoch's end; the fit's end last."""
+        wall: list[float] = []
+        cpu: list[float] = []
+
+        def mark(_=None):
+            wall.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - cpu_started)
+
+        system = get_system(task["system"])(seed=0, threads=THREADS, **{key: epochs}, **extra)
+        started, cpu_started = time.perf_counter(), time.process_time()
+        system.fit(files, collection, on_epoch=mark)
+        mark()
+        return wall, cpu
+
+    out = {"epochs_timed": SCALE_EPOCHS}
+    wall, cpu = fit(SCALE_EPOCHS)
+    for name, ends in (("", wall), ("cpu_", cpu)):
+        if len(ends) == SCALE_EPOCHS + 1:
+            first, marginal = ends[0], float(np.median(np.diff(ends[:-1])))
+        else:
+            out["epochs_timed"] = 2
+            first = fit(1)[name == "cpu_"][-1]
+            marginal = max(fit(2)[name == "cpu_"][-1] - first, 0.0)
+        out[f"{name}first_epoch_s"] = round(first, 2)
+        out[f"{name}marginal_epoch_s"] = round(marginal, 3)
+    out["fit_s"] = round(wall[-1], 2)
+    return {**out, "peak_rss_mb": round(peak_rss_mb(), 1)}
 
 
 def in_fresh_process(fn, task: dict) -> dict:
@@ -218,6 +309,8 @@ def run_synthetic(data: Path, seeds: list[int], systems: list[str],
             results.append({"collection": collection.id, "system": label,
                             "settings": settings,
                             "metric": summary([r["metric"] for r in rows]),
+                            "median": summary([r["median"] for r in rows]),
+                            "within_5pct": summary([r["within_5pct"] for r in rows]),
                             "train_s": round(float(np.mean([r["train_s"] for r in rows])), 2),
                             "peak_rss_mb": got["peak_rss_mb"],
                             "score_ms_per_1000": round(float(np.mean(
@@ -231,31 +324,118 @@ def run_synthetic(data: Path, seeds: list[int], systems: list[str],
     return results
 
 
-def run_ingraph(samples: Path, seeds: list[int], systems: list[str]) -> list[dict]:
+def run_ingraph(samples: Path, seeds: list[int], systems: list[str],
+                shares: tuple[float, ...] = SHARES, partial: Path | None = None,
+                threads: int = THREADS) -> list[dict]:
+    """Every system x share x seed in a fresh process of its own (its peak RSS, its
+    compiles); each row is appended to ``partial`` (JSON lines) as it comes, so a long run
+    cut short keeps what it measured, and a unit already there is not run again (the
+    same code made it: `ingraph_task`)."""
+    done = {}
+    if partial is not None and partial.exists():
+        for line in partial.read_text().splitlines():
+            row = json.loads(line)
+            done[row["system"], row["share"], row["seed"]] = row
     results = []
-    runs = [(name, name, {}, SHARES, seeds) for name in [*systems, "random"]]
+    runs = [(name, name, {}, shares, seeds) for name in [*systems, "random"]]
     runs += [v for v in INGRAPH_VARIANTS if v[1] in systems]
-    for label, system, settings, shares, run_seeds in runs:
-        task = {"path": str(samples / UNET3D), "system": system, "shares": shares,
-                "seeds": run_seeds, "settings": settings}
-        got = in_fresh_process(ingraph_task, task)
-        for share in shares:
-            rows = [r for r in got["rows"] if r["share"] == share]
-            results.append({"system": label, "share": share, "settings": settings,
-                            "tau": summary([r["tau"] for r in rows]),
-                            "seconds": round(float(np.mean([r["seconds"] for r in rows])), 2),
-                            "peak_rss_mb": got["peak_rss_mb"],
-                            "loss_first_last_seed0": rows[0]["loss_first_last"]})
-            print(f"in-graph unet3d {label:25s} share {share:.1f} "
-                  f"{results[-1]['tau']['mean']:+.4f} ± {results[-1]['tau']['sd']:.4f} "
-                  f"(worst {results[-1]['tau']['min']:+.4f})  {results[-1]['seconds']:.1f} s",
-                  flush=True)
+    for label, system, settings, run_shares, run_seeds in runs:
+        for share in run_shares:
+            rows, rss = [], []
+            for seed in run_seeds:
+                if (label, share, seed) in done:
+                    row = done[label, share, seed]
+                    rows.append(row)
+                    rss.append(row["peak_rss_mb"])
+                    continue
+                task = {"path": str(samples / UNET3D), "system": system, "shares": [share],
+                        "seeds": [seed], "settings": settings, "threads": threads}
+                got = in_fresh_process(ingraph_task, task)
+                rows += got["rows"]
+                rss.append(got["peak_rss_mb"])
+                if partial is not None:
+                    with open(partial, "a") as handle:
+                        handle.write(json.dumps({"system": label, "peak_rss_mb":
+                                                 got["peak_rss_mb"], **got["rows"][0]}) + "\n")
+                print(f"in-graph unet3d {label:25s} share {share:.1f} seed {seed} "
+                      f"tau {rows[-1]['tau']:+.4f} train {rows[-1]['train_s']:.1f} s "
+                      f"chosen {rows[-1]['chosen']}", flush=True)
+            results.append(ingraph_row(label, share, settings, rows, max(rss)))
     return results
 
 
-def scale_sample(work: Path, per_collection: int, seed: int) -> dict:
+def ingraph_row(label: str, share: float, settings: dict, rows: list[dict],
+                rss: float) -> dict:
+    row = {"system": label, "share": share, "settings": settings,
+           "tau": summary([r["tau"] for r in rows]),
+           "seconds": round(float(np.mean([r["seconds"] for r in rows])), 2),
+           "train_s": round(float(np.mean([r["train_s"] for r in rows])), 2),
+           "train_cpu_s": round(float(np.mean([r["train_cpu_s"] for r in rows])), 2),
+           "plateau_s": round(float(np.mean([r["plateau_s"] or r["train_s"]
+                                             for r in rows])), 2),
+           "plateau_cpu_s": round(float(np.mean([r["plateau_cpu_s"] or r["train_cpu_s"]
+                                                 for r in rows])), 2),
+           "peak_rss_mb": rss, "chosen": [r["chosen"] for r in rows],
+           "per_seed": [{k: r[k] for k in ("seed", "tau", "train_s", "train_cpu_s",
+                                            "plateau_s", "plateau_cpu_s")} for r in rows],
+           "curves": {str(r["seed"]): r["curve"] for r in rows if r["curve"]},
+           "loss_first_last_seed0": rows[0]["loss_first_last"]}
+    print(f"in-graph unet3d {label:25s} share {share:.1f} "
+          f"{row['tau']['mean']:+.4f} ± {row['tau']['sd']:.4f} "
+          f"(worst {row['tau']['min']:+.4f})  train {row['train_s']:.1f} s "
+          f"({row['train_cpu_s']:.1f} s CPU), within 0.01 of its plateau at "
+          f"{row['plateau_s']:.1f} s ({row['plateau_cpu_s']:.1f} s CPU)", flush=True)
+    return row
+
+
+def ingraph_curves(results: list[dict], out_dir: Path) -> str | None:
+    """bench/results/systems-ingraph-curve.png: per share, the held-out tau of each
+    checkpoint of seed 0's run against its training CPU seconds (log axis), one line per
+    learning rate tried; systems without checkpoints are a point per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shares = sorted({r["share"] for r in results}, reverse=True)
+    if not shares:
+        return None
+    fig, axes = plt.subplots(1, len(shares), figsize=(max(6.4, 4.2 * len(shares)), 3.8),
+                             squeeze=False, sharey=True)
+    for ax, share in zip(axes[0], shares):
+        for row in (r for r in results if r["share"] == share):
+            curve = row["curves"].get("0") or next(iter(row["curves"].values()), None)
+            if curve:
+                for rate in dict.fromkeys(p["learning_rate"] for p in curve):
+                    points = [p for p in curve if p["learning_rate"] == rate]
+                    ax.plot([max(p.get("cpu_seconds", p["seconds"]), 0.1) for p in points],
+                            [p["held_tau"] for p in points], marker=".",
+                            label=f"{row['system']} lr {rate:g}")
+            else:
+                ax.scatter([max(p.get("train_cpu_s", p["train_s"]), 0.1)
+                            for p in row["per_seed"]],
+                           [p["tau"] for p in row["per_seed"]], label=row["system"],
+                           zorder=3)
+        ax.set_xscale("log")
+        ax.set_title(f"unet3d, {share:.0%} measured", fontsize=9)
+        ax.set_xlabel("training CPU seconds (1 core)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("Kendall tau, held-out configs")
+    fig.suptitle("In-graph: held-out tau at each checkpoint against training time\n"
+                 "(for the report only: it never steers training)", fontsize=9)
+    fig.tight_layout()
+    path = out_dir / "systems-ingraph-curve.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return str(path)
+
+
+def scale_sample(work: Path, per_collection: int, seed: int,
+                 only: list[str] | None = None) -> dict:
     """{collection id: (sampled train files, train files in the real preset)}: a seeded
-    draw of the real preset's train jobs, written under ``work`` once."""
+    draw of the real preset's train jobs, written under ``work`` once (``only``: these
+    collections' files alone are written and returned; the draw is the same)."""
     from xlarank.data.synth import PRESETS, synth_jobs, write_synth_file
 
     jobs = [j for j in synth_jobs(work, 0, PRESETS["real"]) if j.split == "train"]
@@ -264,6 +444,8 @@ def scale_sample(work: Path, per_collection: int, seed: int) -> dict:
     for collection_id in sorted({j.collection.id for j in jobs}):
         mine = [j for j in jobs if j.collection.id == collection_id]
         drawn = [mine[i] for i in sorted(rng.choice(len(mine), per_collection, replace=False))]
+        if only and collection_id not in only:
+            continue
         for job in drawn:
             if not (work / job.rel).exists():
                 write_synth_file(job)
@@ -271,23 +453,34 @@ def scale_sample(work: Path, per_collection: int, seed: int) -> dict:
     return sample
 
 
-def run_scale(work: Path, per_collection: int) -> list[dict]:
+def run_scale(work: Path, per_collection: int, systems: list[str] | None = None,
+              only: list[str] | None = None) -> list[dict]:
     results = []
-    for collection_id, (files, total) in scale_sample(work, per_collection, 0).items():
+    for collection_id, (files, total) in scale_sample(work, per_collection, 0, only).items():
         kind = "tile" if collection_id.startswith("tile") else "layout"
-        for system in SCALE_SYSTEMS:
+        for system in (s for s in SCALE_SYSTEMS if not systems or s in systems):
             got = in_fresh_process(scale_task, {"collection": collection_id, "files": files,
                                                 "system": system})
-            epoch_s = got["seconds"] * total / len(files)
+            scale = total / len(files)
+            # From CPU seconds (a busy machine stretches wall time): the official epochs
+            # at the marginal epoch's cost over the whole split, the one-off costs aside
+            # (the sample's first epoch minus its marginal one, reported beside it: part
+            # of it, compiling, does not grow with the files); early stopping may end
+            # sooner.
+            projected = {version: round(got["cpu_marginal_epoch_s"] * scale * epochs / 3600, 2)
+                         for version, epochs in OFFICIAL_EPOCHS[kind].items()}
             results.append({"collection": collection_id, "system": system,
-                            "sample_files": len(files), "train_files": total,
-                            "sample_epoch_s": got["seconds"], "epoch_s": round(epoch_s, 1),
+                            "sample_files": len(files), "train_files": total, **got,
+                            "epoch_s": round(got["cpu_marginal_epoch_s"] * scale, 1),
+                            "one_off_s": round(max(got["cpu_first_epoch_s"]
+                                                   - got["cpu_marginal_epoch_s"], 0.0), 2),
                             "official_epochs": OFFICIAL_EPOCHS[kind],
-                            "projected_h": round(epoch_s * OFFICIAL_EPOCHS[kind] / 3600, 2),
-                            "peak_rss_mb": got["peak_rss_mb"]})
-            print(f"scale {collection_id:20s} {system:15s} epoch {epoch_s:9.1f} s "
-                  f"(sample {got['seconds']} s for {len(files)}/{total} files) -> "
-                  f"{OFFICIAL_EPOCHS[kind]} epochs {results[-1]['projected_h']:.2f} h, "
+                            "projected_h": projected})
+            print(f"scale {collection_id:20s} {system:15s} first epoch "
+                  f"{got['cpu_first_epoch_s']:.2f} s CPU ({got['first_epoch_s']:.2f} wall), "
+                  f"marginal {got['cpu_marginal_epoch_s']:.3f} s CPU "
+                  f"({got['marginal_epoch_s']:.3f} wall) "
+                  f"({len(files)}/{total} files) -> {projected} h, "
                   f"rss {got['peak_rss_mb']:.0f} MB", flush=True)
     return results
 
@@ -355,8 +548,20 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("bench/results/systems-scale"))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--ingraph-seeds", type=int, default=5)
+    parser.add_argument("--ingraph-seed-list", default="",
+                        help="comma-separated seeds of the ingraph part, in place of "
+                             "0..ingraph-seeds-1")
+    parser.add_argument("--shares", default=",".join(map(str, SHARES)),
+                        help="comma-separated measured shares of the ingraph part")
+    parser.add_argument("--threads", type=int, default=THREADS,
+                        help="threads per system in the ingraph part")
+    parser.add_argument("--partial", type=Path, default=None,
+                        help="ingraph rows appended here (JSON lines) as they come; "
+                             "units already there are not run again")
     parser.add_argument("--scale-files", type=int, default=4,
                         help="sampled train files per collection for the scale part")
+    parser.add_argument("--scale-collections", default="",
+                        help="comma-separated collections of the scale part [all five]")
     parser.add_argument("--parts", default="synthetic,ingraph,scale",
                         help="comma-separated; 'plots' redraws the loss plots from --out")
     parser.add_argument("--systems", default="xlarank,tpugraphs-gnn,gru,hybrid")
@@ -382,14 +587,21 @@ def main() -> None:
         record["submissions"] = write_submissions(record["synthetic"]["results"],
                                                   args.out.parent)
     if "ingraph" in parts:
+        seeds = ([int(x) for x in args.ingraph_seed_list.split(",")]
+                 if args.ingraph_seed_list else list(range(args.ingraph_seeds)))
+        results = run_ingraph(args.samples, seeds, systems,
+                              tuple(float(x) for x in args.shares.split(",")),
+                              args.partial, args.threads)
         record["ingraph"] = {"data": f"real TpuGraphs sample {UNET3D}, split by distinct "
-                                     "config", "seeds": args.ingraph_seeds,
-                             "results": run_ingraph(args.samples,
-                                                    list(range(args.ingraph_seeds)), systems)}
+                                     "config", "seeds": len(seeds), "seed_list": seeds,
+                             "threads": args.threads, "results": results}
+        record["ingraph_curve"] = ingraph_curves(results, args.out.parent)
     if "scale" in parts:
         record["scale"] = {"data": "synthetic, a seeded sample of the real preset's train "
                                    "files, scaled to the whole split",
-                           "results": run_scale(args.work, args.scale_files)}
+                           "results": run_scale(
+                               args.work, args.scale_files, systems,
+                               [c for c in args.scale_collections.split(",") if c])}
     record["seconds"] = round(time.perf_counter() - started, 1)
     write_record(args.out, record)
     print(f"wrote {args.out} in {record['seconds']} s")

@@ -161,11 +161,21 @@ def test_measured_batches_hold_every_measured_config_once_with_its_measured_runt
 
 @pytest.mark.gnn
 @pytest.mark.parametrize("system", ["xlarank", "tpugraphs-gnn", "gru", "hybrid"])
-def test_rank_graph_system_on_real_layout_and_tile_test_files(samples, tmp_path, system):
+def test_rank_graph_system_on_real_layout_and_tile_test_files(samples, tmp_path, system,
+                                                              monkeypatch):
     """A layout test file (runtimes all zero: the measured CSV is the only runtime
     source) and the tile file with distinct configs (the real tile test file's 25 configs
     are one config repeated)."""
     pytest.importorskip("jax")
+    if system == "tpugraphs-gnn":
+        # The CLI path, not the in-graph recipe (tests/test_systems_tpugraphs.py): its
+        # default budget of up to 2,100 steps shrunk to a few.
+        from xlarank.systems.tpugraphs_gnn import OFFICIAL
+
+        for kind in OFFICIAL.values():
+            for key, value in (("in_graph_epochs", 4), ("in_graph_rung", 2),
+                               ("in_graph_check_every", 2)):
+                monkeypatch.setitem(kind, key, value)
     for name, count in (("cd708819d3f5103afd6460b15e74eaf3.npz", 60),
                         ("inception_v3_batch_128_train_426e203f19335d17.npz", 6)):
         path = next(p for p in samples if p.name == name)

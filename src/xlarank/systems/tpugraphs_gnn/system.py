@@ -39,15 +39,37 @@ from xlarank.systems.tpugraphs_gnn.train import _jitted
 LABEL_SCALE = 1e7       # layout: ListMLE labels are runtime / 1e7 (only their order counts)
 INFER_BUDGET_MB = 256
 
+# The in-graph recipe. No official one exists (the paper trains across graphs only), so it
+# is chosen inside each fit by inner validation on the measured configs alone, by the rule
+# every system's in-graph fit follows (docs/systems.md, "How they are compared"): a share
+# of the measured configs held out as inner validation, Kendall tau on it at checkpoints,
+# early stopping when it gains less than IN_GRAPH_MIN_GAIN over IN_GRAPH_PATIENCE
+# checkpoints, the learning rate chosen from a grid by successive halving (every rate runs
+# IN_GRAPH_RUNG steps, the best inner tau among them goes on to the step budget) and the
+# best checkpoint kept. In-graph, one epoch is one step.
+IN_GRAPH_LEARNING_RATES = (1e-3, 3e-3, 1e-2)
+IN_GRAPH_STEPS = 1500       # the step budget of the chosen rate
+IN_GRAPH_RUNG = 500         # steps every rate of the grid gets before one is chosen
+IN_GRAPH_CHECK_EVERY = 100  # steps between checkpoints
+IN_GRAPH_PATIENCE = 3       # checkpoints without a gain of IN_GRAPH_MIN_GAIN: stop
+IN_GRAPH_MIN_GAIN = 0.005
+IN_GRAPH_INNER_SHARE = 0.2
+IN_GRAPH_MIN_INNER = 5      # fewer inner configs than this: no choice (see fit_graph)
+IN_GRAPH = {"in_graph_epochs": IN_GRAPH_STEPS,
+            "in_graph_learning_rates": IN_GRAPH_LEARNING_RATES,
+            "in_graph_rung": IN_GRAPH_RUNG, "in_graph_check_every": IN_GRAPH_CHECK_EVERY,
+            "in_graph_patience": IN_GRAPH_PATIENCE, "in_graph_min_gain": IN_GRAPH_MIN_GAIN,
+            "in_graph_inner_share": IN_GRAPH_INNER_SHARE, "in_graph_refit": False}
+
 OFFICIAL = {
     "layout": {"epochs": 500, "early_stop": 40, "learning_rate": 1e-3, "clip_norm": 1e-2,
                "configs": 16, "batch": 8, "keep_nodes": 5000, "op_embed": 32, "hidden": 32,
                "gnn_layers": 2, "mlp_layers": 2, "temperature": 1.0, "mse_weight": 0.0,
-               "validate_batches": 10, "infer_chunk": 500, "in_graph_epochs": 20},
+               "validate_batches": 10, "infer_chunk": 500, **IN_GRAPH},
     "tile": {"epochs": 100, "early_stop": 20, "learning_rate": 1e-3, "clip_norm": 1e-3,
              "configs": 10, "batch": 10, "keep_nodes": 0, "op_embed": 64, "hidden": 64,
              "gnn_layers": 3, "mlp_layers": 2, "temperature": 10.0, "mse_weight": 0.02,
-             "validate_batches": 10, "infer_chunk": 500, "in_graph_epochs": 20},
+             "validate_batches": 10, "infer_chunk": 500, **IN_GRAPH},
 }
 
 
@@ -102,7 +124,8 @@ class TpuGraphsGnn(RankingSystem):
 
     # -- training ---------------------------------------------------------------------
 
-    def _step(self, items, n_graphs, n_configs, rng, lists=1, sizes=(0,) * 5):
+    def _step(self, items, n_graphs, n_configs, rng, lists=1, sizes=(0,) * 5,
+              learning_rate=None):
         train_step, _ = _jitted()
         s = self.resolved_
         a, segmented = union_batch(items, n_graphs, n_configs, self.kind_,
@@ -111,7 +134,8 @@ class TpuGraphsGnn(RankingSystem):
         self.step_ += 1
         self.params_, self.moments_, loss = train_step(
             self.params_, self.moments_, a, np.float32(self.step_),
-            np.float32(s["learning_rate"]), np.float32(s["clip_norm"]),
+            np.float32(s["learning_rate"] if learning_rate is None else learning_rate),
+            np.float32(s["clip_norm"]),
             arch=self._arch(segmented))
         return float(loss)
 
@@ -217,6 +241,24 @@ class TpuGraphsGnn(RankingSystem):
 
     def fit_graph(self, graph, runtime: pd.Series,
                   on_epoch: EpochCallback | None = None) -> TpuGraphsGnn:
+        """Train on the measured configs ``runtime`` (float64 medians indexed by config
+        index) by the in-graph recipe (`IN_GRAPH`): inner validation on a seeded share of
+        the measured configs, successive halving over the learning-rate grid, early
+        stopping, the best checkpoint kept (or, with ``in_graph_refit``, the chosen rate
+        trained again on every measured config for the chosen step count).
+
+        ``history_`` holds one record per checkpoint: epoch (the step), learning_rate,
+        phase ("rung", "chosen", "refit" or "fixed"), train_loss (mean since the last
+        checkpoint), inner_tau (None where there is no inner split), seconds and
+        cpu_seconds (wall and process CPU time of training so far, the callbacks' time
+        left out; CPU time is the figure that survives a busy machine). ``on_epoch``
+        gets each record while the model holds that checkpoint's weights, so it may score
+        with them (`score`, `score_rows`); ``chosen_`` says what was chosen. With fewer
+        than ``IN_GRAPH_MIN_INNER`` inner configs (or one runtime only on either side) no
+        choice is possible: the grid's middle rate trains on every measured config for
+        ``in_graph_rung`` steps ("fixed")."""
+        import time
+
         kind = "tile" if isinstance(graph, TileGraph) else "layout"
         rows = runtime.index.to_numpy(np.int64)
         measured = runtime.to_numpy(np.float64)
@@ -231,26 +273,131 @@ class TpuGraphsGnn(RankingSystem):
             raw = graph.config_feat[rows]
             config = MinMax.empty(24)
             config.update(raw)
-        rng = self._start(kind, Stats(node, config))
+        self._start(kind, Stats(node, config))
         s = self.resolved_
         arrays = graph_arrays(graph, self.stats_)
-        lists, per_list = int(s["batch"]), min(int(s["configs"]), len(rows))
-        # The lists are drawn from one graph: one forward pass over lists x per_list
-        # configs pools exactly as `lists` copies of the graph would.
         cfg_all = self.stats_.config.apply(raw)
         label_all = measured / LABEL_SCALE if kind == "layout" else measured
-        self._reset_optimizer()
-        for epoch in range(int(s["in_graph_epochs"])):
-            picks = np.concatenate([self._sample(measured, per_list, rng)
-                                    for _ in range(lists)])
-            item = Item(arrays, cfg_all[picks], label_all[picks])
-            loss = self._step([item], 1, lists * per_list, rng, lists=lists)
-            record = {"epoch": epoch, "train_loss": loss, "valid_loss": None,
-                      "valid_opa": None}
-            self.history_.append(record)
-            if on_epoch is not None:
-                on_epoch(record)
+        grid = [float(r) for r in s["in_graph_learning_rates"]]
+        budget, rung = int(s["in_graph_epochs"]), int(s["in_graph_rung"])
+        # The inner split, seeded apart from the weights and the sampling.
+        order = np.random.default_rng([self.seed, 4]).permutation(len(rows))
+        n_inner = int(round(float(s["in_graph_inner_share"]) * len(rows)))
+        inner, train = np.sort(order[:n_inner]), np.sort(order[n_inner:])
+        usable = (n_inner >= IN_GRAPH_MIN_INNER and len(np.unique(measured[inner])) > 1
+                  and len(np.unique(measured[train])) > 1)
+        clock = {"spent": 0.0, "since": time.perf_counter(), "cpu": 0.0,
+                 "cpu_since": time.process_time()}
+        init = dict(self.params_)
+        self.history_ = []
+
+        def arm(rate: float, key: int, part: np.ndarray) -> dict:
+            import jax.numpy as jnp
+
+            zeros = {k: jnp.zeros_like(v) for k, v in init.items()}
+            return {"rate": rate, "part": part, "params": init, "moments": (zeros, dict(zeros)),
+                    "step": 0, "rng": np.random.default_rng([self.seed, 2, key]),
+                    "best_tau": -np.inf, "best_params": init, "best_step": 0,
+                    "reference": -np.inf, "waited": 0, "stopped": False, "losses": []}
+
+        def run(a: dict, until: int, phase: str, validate: bool) -> None:
+            """Train arm ``a`` up to step ``until`` (or its early stop), checkpointing."""
+            self.params_, self.moments_, self.step_ = a["params"], a["moments"], a["step"]
+            part = a["part"]
+            lists, per_list = int(s["batch"]), min(int(s["configs"]), len(part))
+            every = int(s["in_graph_check_every"])
+            while self.step_ < until and not a["stopped"]:
+                # The lists are drawn from one graph: one forward pass over lists x
+                # per_list configs pools exactly as `lists` copies of the graph would.
+                picks = part[np.concatenate([self._sample(measured[part], per_list, a["rng"])
+                                             for _ in range(lists)])]
+                item = Item(arrays, cfg_all[picks], label_all[picks])
+                a["losses"].append(self._step([item], 1, lists * per_list, a["rng"],
+                                              lists=lists, learning_rate=a["rate"]))
+                if self.step_ % every and self.step_ < until:
+                    continue
+                tau = None
+                if validate:
+                    tau = self._inner_tau(arrays, cfg_all[inner], measured[inner])
+                    if tau > a["best_tau"]:
+                        a["best_tau"], a["best_params"] = tau, self.params_
+                        a["best_step"] = self.step_
+                    if tau >= a["reference"] + float(s["in_graph_min_gain"]):
+                        a["reference"], a["waited"] = tau, 0
+                    else:
+                        a["waited"] += 1
+                        a["stopped"] = a["waited"] >= int(s["in_graph_patience"])
+                clock["spent"] += time.perf_counter() - clock["since"]
+                clock["cpu"] += time.process_time() - clock["cpu_since"]
+                record = {"epoch": self.step_, "learning_rate": a["rate"], "phase": phase,
+                          "train_loss": float(np.mean(a["losses"])), "valid_loss": None,
+                          "valid_opa": None, "inner_tau": tau,
+                          "seconds": round(clock["spent"], 3),
+                          "cpu_seconds": round(clock["cpu"], 3)}
+                a["losses"] = []
+                self.history_.append(record)
+                if on_epoch is not None:
+                    on_epoch(record)
+                clock["since"], clock["cpu_since"] = time.perf_counter(), time.process_time()
+            a["params"], a["moments"], a["step"] = self.params_, self.moments_, self.step_
+
+        everything = np.arange(len(rows))
+        if not usable:
+            rate = sorted(grid)[len(grid) // 2]
+            run(arm(rate, 0, everything), rung, "fixed", validate=False)
+            self.chosen_ = {"learning_rate": rate, "steps": rung, "inner_tau": None,
+                            "inner_configs": 0, "refit": False}
+            return self
+        arms = [arm(rate, i, train) for i, rate in enumerate(grid)]
+        for a in arms:
+            run(a, min(rung, budget), "rung", validate=True)
+        # Ties go to the first rate of the grid.
+        best = max(arms, key=lambda a: (a["best_tau"], -arms.index(a)))
+        run(best, budget, "chosen", validate=True)
+        self.chosen_ = {"learning_rate": best["rate"], "steps": best["best_step"],
+                        "inner_tau": round(float(best["best_tau"]), 4),
+                        "inner_configs": int(n_inner), "refit": bool(s["in_graph_refit"])}
+        if s["in_graph_refit"]:
+            again = arm(best["rate"], len(grid), everything)
+            run(again, max(best["best_step"], 1), "refit", validate=False)
+            self.params_ = again["params"]
+        else:
+            self.params_ = best["best_params"]
         return self
+
+    def _inner_tau(self, arrays: GraphArrays, cfg: np.ndarray, runtime: np.ndarray) -> float:
+        """Kendall tau of the current weights on normalised configs cfg against runtime;
+        0 where it is undefined."""
+        from xlarank.metrics import kendall_tau
+
+        tau = kendall_tau(-self._outputs(arrays, cfg), runtime)
+        return 0.0 if np.isnan(tau) else float(tau)
+
+    def _outputs(self, arrays: GraphArrays, cfg: np.ndarray) -> np.ndarray:
+        """float64 (len(cfg),): the model's outputs (higher = slower) for the normalised
+        configs cfg (layout (b, nc, Fc), tile (b, Fc)) of one graph."""
+        _, evaluate = _jitted()
+        chunk = self._chunk_for(arrays, len(cfg))
+        out = np.empty(len(cfg))
+        for start in range(0, len(cfg), chunk):
+            part = cfg[start:start + chunk]
+            item = Item(arrays, part, np.zeros(len(part)))
+            a, _ = union_batch([item], 1, chunk, self.kind_,
+                               hops=int(self.resolved_["gnn_layers"]))
+            result, _ = evaluate(self.params_, a, arch=self._arch())
+            out[start:start + len(part)] = np.asarray(result, np.float64)[0, :len(part)]
+        return out
+
+    def score_rows(self, graph, rows: np.ndarray) -> np.ndarray:
+        """float64 (len(rows),): the scores (higher is faster) of the configs ``rows`` of
+        graph only, as `score` gives them."""
+        rows = np.asarray(rows, np.int64)
+        if isinstance(graph, TileGraph):
+            raw = graph.config_feat[rows]
+        else:
+            raw = (graph.node_config_feat[rows] if graph.node_config_feat is not None
+                   else _configs_at(graph, rows))
+        return -self._outputs(graph_arrays(graph, self.stats_), self.stats_.config.apply(raw))
 
     # -- scoring ----------------------------------------------------------------------
 
@@ -305,7 +452,8 @@ class TpuGraphsGnn(RankingSystem):
         arrays["stats__config_keep"] = self.stats_.config.keep
         np.savez(Path(out_dir) / "weights.npz", **arrays)
         (Path(out_dir) / "gnn.json").write_text(json.dumps(
-            {"kind": self.kind_, "resolved": self.resolved_}, indent=2))
+            {"kind": self.kind_, "resolved": self.resolved_,
+             "chosen": getattr(self, "chosen_", None)}, indent=2))
 
     def _load(self, out_dir: Path) -> None:
         jax = require_jax()
@@ -313,6 +461,7 @@ class TpuGraphsGnn(RankingSystem):
 
         card = read_structured(Path(out_dir) / "gnn.json", "tpugraphs-gnn card", XlarankError)
         self.kind_, self.resolved_ = card["kind"], card["resolved"]
+        self.chosen_ = card.get("chosen")
         weights = regular_file(Path(out_dir) / "weights.npz", "tpugraphs-gnn weights")
         with np.load(weights, allow_pickle=False) as z:
             self.params_ = {k.removeprefix("param__"): jax.numpy.asarray(z[k])
