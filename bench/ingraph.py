@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
+from autotune import first_two_runs, repeat_noise
 from provenance import write_record
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import LayoutGraph, load_graph
@@ -88,39 +89,18 @@ def tau(score: np.ndarray, runtime: np.ndarray) -> float:
 
 def noise_ceiling(group: np.ndarray, runtime: np.ndarray) -> float | None:
     """Tau between the first and second measurement of configs measured at least twice
-    (group: each config's distinct config, `distinct_configs`)."""
-    firsts, seconds, seen = [], [], {}
-    for i, d in enumerate(group.tolist()):
-        if d not in seen:
-            seen[d] = i
-        elif seen[d] >= 0:
-            firsts.append(runtime[seen[d]])
-            seconds.append(runtime[i])
-            seen[d] = -1
+    (group: each config's distinct config, `distinct_configs`); None under 10 such."""
+    firsts, seconds = first_two_runs(runtime, group)
     if len(firsts) < 10:
         return None
     return float(kendalltau(firsts, seconds)[0])
-
-
-def repeat_noise(group: np.ndarray, runtime: np.ndarray) -> float | None:
-    """The median |first - second| measurement of configs measured at least twice (group:
-    each config's distinct config), in ns; None without repeats."""
-    seen: dict[int, float] = {}
-    gaps = []
-    for d, value in zip(group.tolist(), runtime.tolist()):
-        if d not in seen:
-            seen[d] = value
-        elif seen[d] is not None:
-            gaps.append(abs(value - seen[d]))
-            seen[d] = None
-    return float(np.median(gaps)) if gaps else None
 
 
 def hardness(group: np.ndarray, runtime: np.ndarray, median: np.ndarray) -> dict:
     """The graph's runtime spread, repeat noise over its fastest config and plateau
     (median: float64 (n_distinct,) each distinct config's median runtime)."""
     best = float(median.min())
-    noise = repeat_noise(group, runtime)
+    noise, _ = repeat_noise(runtime, group)
     return {"runtime_spread": float(median.max() / best),
             "repeat_noise": None if noise is None else noise / best,
             "plateau_0.5%": float(np.mean(median <= best * 1.005))}
@@ -162,7 +142,8 @@ def time_command(path: Path, measured: int = 100, repeats: int = 3) -> dict:
             "best": min(seconds), "budget": 5.0, "load_average": os.getloadavg()[0]}
 
 
-def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
+def one_file(path: Path, seeds: list[int], prior_dir: Path | None,
+             fractions: tuple[float, ...] = FRACTIONS, peer_only: bool = False) -> dict:
     import lightgbm as lgb
 
     graph = load_graph(path)
@@ -192,7 +173,7 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
     booster_spec = load_ranker_spec(ROOT / "models" / f"{collection.slug}.toml")
     raw_distinct = raw[first].astype(np.float32)
     results = {}
-    for fraction in FRACTIONS:
+    for fraction in fractions:
         per_seed = {}
         chosen: dict[str, int] = {}
         for seed in seeds:
@@ -210,22 +191,24 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None) -> dict:
                                   time.perf_counter() - started)
             model = ranked.attrs["in_graph_model"]["model"]
             chosen[model] = chosen.get(model, 0) + 1
-            for system, spec in WITH_EMBEDDING.items():
+            for system, spec in ({} if peer_only else WITH_EMBEDDING).items():
                 started = time.perf_counter()
                 ranked = rank_graph(graph, measured, seed=seed, threads=THREADS, spec=spec)
                 by_index = -ranked.set_index("config_index")["rank"].astype(np.float64)
                 scores[system] = (by_index.reindex(first[test]).to_numpy(),
                                   time.perf_counter() - started)
-            if prior is not None:
+            if prior is not None and not peer_only:
                 started = time.perf_counter()
                 ranked = rank_graph(graph, measured, prior=prior, seed=seed, threads=THREADS)
                 by_index = -ranked.set_index("config_index")["rank"].astype(np.float64)
                 scores[PRIOR] = (by_index.reindex(first[test]).to_numpy(),
                                  time.perf_counter() - started)
-            started = time.perf_counter()
-            ranker = train_ranker(block.iloc[train].reset_index(drop=True), meta,
-                                  booster_spec, threads=THREADS)
-            scores[PIPELINE] = (ranker.predict(block.iloc[test]), time.perf_counter() - started)
+            if not peer_only:
+                started = time.perf_counter()
+                ranker = train_ranker(block.iloc[train].reset_index(drop=True), meta,
+                                      booster_spec, threads=THREADS)
+                scores[PIPELINE] = (ranker.predict(block.iloc[test]),
+                                    time.perf_counter() - started)
             started = time.perf_counter()
             peer = lgb.LGBMRegressor(**PEER_PARAMS, random_state=seed, n_jobs=THREADS)
             peer.fit(raw_distinct[train], np.log(median[train]))
@@ -288,6 +271,13 @@ def main() -> None:
     parser.add_argument("--prior", type=Path, default=None,
                         help="folder of cross-graph models, one per collection slug")
     parser.add_argument("--seeds", type=int, default=SEEDS)
+    parser.add_argument("--fractions", type=float, nargs="+", default=list(FRACTIONS),
+                        help="shares of the distinct configs measured")
+    parser.add_argument("--peer-only", action="store_true",
+                        help="rank-graph, the peer and random only (no embedding, prior or "
+                             "pipeline rows)")
+    parser.add_argument("--collections", nargs="+", default=None,
+                        help="the synthetic layout collections to take (default: all)")
     parser.add_argument("--no-timing", action="store_true",
                         help="leave out the rank-graph command's timing on the nlp sample")
     parser.add_argument("--out", type=Path, default=Path("bench/results/ingraph.json"))
@@ -306,6 +296,8 @@ def main() -> None:
         sources += ["real (imported tuning record)"] * len(graphs)
     if args.synthetic is not None:
         for collection in COLLECTIONS[1:]:
+            if args.collections is not None and collection.id not in args.collections:
+                continue
             # Held out from --prior's training (the train split), so its row is fair.
             chosen = split_files(args.synthetic, collection, "valid")[:args.synthetic_files]
             files += chosen
@@ -313,7 +305,8 @@ def main() -> None:
     started = time.perf_counter()
     records = []
     for path, source in zip(files, sources):
-        record = {"data": source, **one_file(path, list(range(args.seeds)), args.prior)}
+        record = {"data": source, **one_file(path, list(range(args.seeds)), args.prior,
+                                             tuple(args.fractions), args.peer_only)}
         if source.startswith("real (imported"):
             record["file"] = f"{tuning_record} (imported)"
         records.append(record)
@@ -327,7 +320,7 @@ def main() -> None:
               f"best {timing['best']:.2f} s of {len(timing['seconds'])} (budget 5 s; load "
               f"{timing['load_average']:.1f})")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_record(args.out, {"fractions": FRACTIONS, "seeds": args.seeds,
+    write_record(args.out, {"fractions": tuple(args.fractions), "seeds": args.seeds,
                             "threads": THREADS, "files": records,
                             "rank_graph_command": timing,
                             "seconds": round(time.perf_counter() - started, 1)})

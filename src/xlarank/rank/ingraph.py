@@ -159,9 +159,11 @@ def _informative(x: np.ndarray) -> np.ndarray:
 
 
 def in_graph_inputs(graph: TileGraph | LayoutGraph, prior=None,
-                    spec: FeatureSpec = IN_GRAPH_SPEC) -> tuple[np.ndarray, list[str]]:
-    """The booster's inputs for every config: float32 (n_configs, n_inputs) and names."""
-    raw = config_columns(graph)
+                    spec: FeatureSpec = IN_GRAPH_SPEC, raw: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, list[str]]:
+    """The booster's inputs for every config: float32 (n_configs, n_inputs) and names.
+    raw: the graph's `config_columns`, where the caller holds them already."""
+    raw = config_columns(graph) if raw is None else raw
     frame = featurize_graph(graph, spec)
     features = frame.iloc[:, len(KEY_COLUMNS):]
     blocks = [raw, features.to_numpy(np.float32)]
@@ -258,8 +260,8 @@ def in_graph_score(graph: TileGraph | LayoutGraph, runtime: pd.Series, groups: n
     gives every unmeasured config one score, a warning (XlarankWarning) and each config's
     nearest measured config's score instead (`nearest_measured_scores`)."""
     rows = runtime.index.to_numpy(np.int64)
-    x, names = in_graph_inputs(graph, prior, spec)
     raw = config_columns(graph)
+    x, names = in_graph_inputs(graph, prior, spec, raw)
     # Identical columns offer a tree the same splits: one of each keeps the fits small
     # (nlp's 15,264 raw columns are 159 distinct ones).
     raw = np.ascontiguousarray(raw[:, _informative(raw)], np.float32)
@@ -289,7 +291,6 @@ def candidate_scores(models: tuple[str, ...], x: np.ndarray, names: list[str],
     ``group`` (int64 (m,)). The booster fits every measured config index (copies weigh as
     measured); the raw-column regression, like the peer it is, one row per distinct
     config; the blend is the mean of the two's rank quantiles and reuses their fits."""
-    from scipy.stats import rankdata
 
     scored = np.arange(len(x)) if scored is None else scored
     scores = {}
@@ -304,9 +305,15 @@ def candidate_scores(models: tuple[str, ...], x: np.ndarray, names: list[str],
         scores[RAW_COLUMNS] = -predict_booster(regression, raw[scored], raw_names,
                                                RAW_COLUMNS_BOOSTER)
     if BLEND in models:
-        scores[BLEND] = (rankdata(scores[BOOSTER]) + rankdata(scores[RAW_COLUMNS])) / (
-            2.0 * len(scored))
+        scores[BLEND] = blend(scores[BOOSTER], scores[RAW_COLUMNS])
     return {model: scores[model] for model in models}
+
+
+def blend(booster: np.ndarray, raw_columns: np.ndarray) -> np.ndarray:
+    """float64 (n,): the mean of two scores' rank quantiles over the n configs scored."""
+    from scipy.stats import rankdata
+
+    return (rankdata(booster) + rankdata(raw_columns)) / (2.0 * len(booster))
 
 
 def choose_model(x: np.ndarray, names: list[str], raw: np.ndarray, rows: np.ndarray,
@@ -324,7 +331,7 @@ def choose_model(x: np.ndarray, names: list[str], raw: np.ndarray, rows: np.ndar
     `IN_GRAPH_MODELS`' order. Fewer than `MIN_MEASURED_FOR_CHOICE` distinct configs
     measured, or a fold whose fitting configs all ran equally fast: the booster, no
     folds."""
-    from scipy.stats import kendalltau, rankdata
+    from scipy.stats import kendalltau
 
     distinct, first = np.unique(group, return_index=True)
     if len(distinct) < MIN_MEASURED_FOR_CHOICE:
@@ -353,7 +360,7 @@ def choose_model(x: np.ndarray, names: list[str], raw: np.ndarray, rows: np.ndar
     held = np.concatenate([first[fold_of == k] for k in folds])
     scores = {model: np.concatenate([fitted[model] for fitted in per_fold])
               for model in (BOOSTER, RAW_COLUMNS)}
-    scores[BLEND] = rankdata(scores[BOOSTER]) + rankdata(scores[RAW_COLUMNS])
+    scores[BLEND] = blend(scores[BOOSTER], scores[RAW_COLUMNS])
     mean = {}
     for model in IN_GRAPH_MODELS:
         value = kendalltau(-scores[model], runtime[held])[0]

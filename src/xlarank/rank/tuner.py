@@ -101,8 +101,8 @@ class Tuner:
         self.seed = seed
         self.threads = threads
         self.strategy = checked_strategy(strategy)
-        self._x, self.input_names = in_graph_inputs(graph, self.prior)
         raw = config_columns(graph)
+        self._x, self.input_names = in_graph_inputs(graph, self.prior, raw=raw)
         varying = varying_columns(raw)
         self.raw = raw[:, varying]
         self._raw_names = {f"raw{i}": j for j, i in enumerate(varying)}
