@@ -218,8 +218,7 @@ def test_the_choice_follows_the_inputs_that_carry_the_runtime(signal_in, chosen)
 
     x, raw, runtime = choice_inputs(signal_in)
     rows = np.arange(0, 120, 2)
-    choice = choose_model(x, ["a", "b", "c"], raw, rows, runtime[rows], rows, seed=0,
-                          threads=1)
+    choice = choose_model(x, ["a", "b", "c"], raw, rows, runtime[rows], rows, seed=0)
     assert choice.folds == 5 and choice.measured_distinct == 60
     # The winner's held-out tau is the highest, and the model without the signal is
     # near chance: what was measured, not the order of preference, decided.

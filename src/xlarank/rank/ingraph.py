@@ -43,7 +43,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -69,7 +68,6 @@ from xlarank.rank.measured import (
 from xlarank.rank.model import load_model
 from xlarank.rank.spec import RankerSpec
 from xlarank.seeds import check_seed
-from xlarank.threads import chosen_threads
 
 # The per-config families; ``graph`` is one value per graph, constant here.
 IN_GRAPH_SPEC = FeatureSpec("in-graph", ("config_raw", "config_joined", "khop", "config_nodes"))
@@ -266,7 +264,7 @@ def in_graph_score(graph: TileGraph | LayoutGraph, runtime: pd.Series, groups: n
     # (nlp's 15,264 raw columns are 159 distinct ones).
     raw = np.ascontiguousarray(raw[:, _informative(raw)], np.float32)
     choice = choose_model(x, names, raw, rows, runtime.to_numpy(np.float64), groups[rows],
-                          seed, threads)
+                          seed)
     score = candidate_scores((choice.model,), x, names, raw, rows,
                              runtime.to_numpy(np.float64), groups[rows], None, seed,
                              threads)[choice.model]
@@ -317,8 +315,7 @@ def blend(booster: np.ndarray, raw_columns: np.ndarray) -> np.ndarray:
 
 
 def choose_model(x: np.ndarray, names: list[str], raw: np.ndarray, rows: np.ndarray,
-                 runtime: np.ndarray, group: np.ndarray, seed: int = 0,
-                 threads: int | None = None) -> InGraphChoice:
+                 runtime: np.ndarray, group: np.ndarray, seed: int = 0) -> InGraphChoice:
     """The in-graph model for one graph, chosen on its measured configs alone.
 
     x: float32 (n_configs, n_inputs), the booster's inputs (`in_graph_inputs`); raw:
@@ -345,15 +342,15 @@ def choose_model(x: np.ndarray, names: list[str], raw: np.ndarray, rows: np.ndar
         return InGraphChoice(BOOSTER, {}, 0, len(distinct))
 
     def held_out_scores(k: int) -> dict[str, np.ndarray]:
-        # One thread a fit, folds side by side: a booster of tens of configs spends its
-        # time waking threads, not splitting (20x slower on 2 threads beside a busy job).
+        # One thread a fit: a booster of tens of configs spends more time waking threads
+        # than splitting (20x slower on 2 threads beside a busy job). One fold at a time:
+        # LightGBM calls from two Python threads at once crash the process (it sets
+        # OpenMP's thread count globally at every call).
         return candidate_scores((BOOSTER, RAW_COLUMNS), x, names, raw, rows[fold != k],
                                 runtime[fold != k], group[fold != k],
                                 rows[first[fold_of == k]], seed, 1)
 
-    workers = max(1, min(CHOICE_FOLDS, threads or chosen_threads()))
-    with ThreadPoolExecutor(workers) as pool:
-        per_fold = list(pool.map(held_out_scores, folds))
+    per_fold = [held_out_scores(k) for k in folds]
     # One tau over every measured distinct config, each scored by the fold that held it
     # out: the fold models share a target scale, and 20 configs give 190 pairs where
     # five folds of four give 30.
