@@ -295,3 +295,26 @@ def test_featurize_of_a_plain_folder_without_collection_says_what_to_give(tiny_d
     shutil.copy(first_file(tiny_data, "tile-xla"), loose / "g.npz")
     one_error_line(run("featurize", loose, "--out", tmp_path / "f.parquet"), str(loose),
                    "give one --collection and one --split")
+
+
+def test_block_table_is_the_frames_pandas_conversion(tiny_data):
+    """Parts are written from the feature arrays (`block_table`); they must hold what the
+    DataFrame of the same graph converts to, on synthetic and real graphs, all configs and
+    distinct ones."""
+    from conftest import SAMPLES
+    from xlarank.features.build import feature_block
+    from xlarank.frame import block_table, frame_schema
+
+    files = [first_file(tiny_data, c) for c in ("tile-xla", "layout-xla-random",
+                                                 "layout-nlp-default")]
+    files += sorted((SAMPLES / "npz").rglob("*.npz"))[:6]
+    assert len(files) > 3
+    for path in files:
+        graph = load_graph(path, configs=False)
+        for dedup in (False, True):
+            block = feature_block(graph, DEFAULT, dedup)
+            table = block_table(block)
+            reference = pa.Table.from_pandas(block.to_frame(), preserve_index=False,
+                                             schema=frame_schema(block.names))
+            assert table.num_rows == len(block) > 0
+            assert table.equals(reference), (path, dedup)

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xlarank.atomic import (
@@ -39,9 +38,9 @@ from xlarank.data.graph import load_graph
 from xlarank.data.origin import files_origin
 from xlarank.engine import map_ordered
 from xlarank.errors import BadGraphError, XlarankError
-from xlarank.features.build import feature_names, featurize_graph
+from xlarank.features.build import feature_block, feature_names
 from xlarank.features.spec import FeatureSpec, load_feature_spec, weighted_families
-from xlarank.frame import frame_schema, write_frame
+from xlarank.frame import block_table, write_frame
 from xlarank.specs import spec_path
 
 
@@ -92,16 +91,13 @@ def featurize_part(job: PartJob) -> PartResult:
     try:
         # Layout configs stay on disk: featurize_graph streams them block by block.
         graph = load_graph(job.path, collection=job.collection, configs=False)
-        block = featurize_graph(graph, job.spec, dedup=job.dedup)
+        block = feature_block(graph, job.spec, dedup=job.dedup)
     except BadGraphError as exc:
         if not job.skip_bad:
             raise
         return PartResult(job.path, checksum, None, False, str(exc))
-    names = feature_names(job.spec, job.collection.is_tile)
     with atomic_path(part) as tmp:
-        pq.write_table(pa.Table.from_pandas(block, schema=frame_schema(names),
-                                           preserve_index=False),
-                       tmp)
+        pq.write_table(block_table(block), tmp)
     return PartResult(job.path, checksum, part, False, None)
 
 

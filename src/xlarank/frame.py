@@ -23,6 +23,7 @@ from xlarank import __version__
 from xlarank.atomic import atomic_path
 from xlarank.data.collections import Collection, get_collection
 from xlarank.errors import MismatchError, XlarankError
+from xlarank.features.build import FeatureBlock
 from xlarank.features.spec import FEATURE_SCHEMA_VERSION, FeatureSpec
 from xlarank.files import input_path, regular_file
 
@@ -57,6 +58,16 @@ def frame_schema(names: list[str]) -> pa.Schema:
     fields = [pa.field("graph_id", pa.string()), pa.field("config_index", pa.int32()),
               pa.field("runtime", pa.int64()), pa.field("normalizer", pa.int64())]
     return pa.schema(fields + [pa.field(n, pa.float32()) for n in names])
+
+
+def block_table(block: FeatureBlock) -> pa.Table:
+    """A graph's feature block (`xlarank.features.build.feature_block`) as an arrow table
+    of `frame_schema`, the same values `featurize_graph`'s DataFrame converts to."""
+    columns = [pa.array([block.graph_id] * len(block), pa.string()),
+               pa.array(block.config_index, pa.int32()), pa.array(block.runtime, pa.int64()),
+               pa.array(block.normalizer, pa.int64())]
+    columns += [pa.array(column) for column in block.feature_columns()]
+    return pa.Table.from_arrays(columns, schema=frame_schema(block.names))
 
 
 def write_frame(path: str | Path, blocks: Iterable[pd.DataFrame | pa.Table],
