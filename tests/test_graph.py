@@ -332,3 +332,40 @@ def test_huge_node_features_are_refused_with_a_clear_message(tiny_data, tmp_path
                  "--out", tmp_path / "f.parquet")
     one_error_line(result, str(path), "beyond")
     assert "RuntimeWarning" not in result.output
+
+
+@pytest.fixture(params=["isal_zlib", "zlib"])
+def inflate_with(request, monkeypatch):
+    """The reader with each inflate library: ISA-L where its wheel is installed, and the
+    standard zlib that stands in where it is not."""
+    import zlib
+
+    from xlarank.data import npzstream
+
+    if request.param == "isal_zlib":
+        library = pytest.importorskip("isal.isal_zlib")
+    else:
+        library = zlib
+    monkeypatch.setattr(npzstream, "inflate_library", library)
+    return request.param
+
+
+def test_each_inflate_reads_like_np_load_and_checks_the_crc(tmp_path, inflate_with, samples):
+    rng = np.random.default_rng(1)
+    arrays = {"a": rng.integers(-1, 6, (3001, 13, 18)).astype(np.float32)}
+    path = tmp_path / "m.npz"
+    np.savez_compressed(path, **arrays)
+    with NpzStream(path) as npz:
+        np.testing.assert_array_equal(np.concatenate(list(npz.iter_rows("a", 97))),
+                                      arrays["a"])
+    layout = max((p for p in samples if "layout" in p.parts), key=lambda p: p.stat().st_size)
+    with NpzStream(layout) as npz, np.load(layout) as expected:
+        np.testing.assert_array_equal(npz.read("node_config_feat"),
+                                      expected["node_config_feat"])
+    # A whole, valid deflate stream whose central directory claims another CRC-32.
+    raw = bytearray(path.read_bytes())
+    central = raw.rindex(b"PK\x01\x02")
+    raw[central + 16] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with NpzStream(path) as npz, pytest.raises(BadGraphError, match="CRC"):
+        list(npz.iter_rows("a", 97))
