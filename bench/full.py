@@ -94,8 +94,8 @@ def frame_digests(frames: Path) -> dict[str, str]:
 def featurize_before_after(data: Path, work: Path, before: str, workers: int,
                            repeats: int) -> dict:
     """The featurize step with this checkout's sources and with ``before``'s, alternated
-    ``repeats`` times, each into fresh folders (no part is reused); the first run of each
-    side's sources on the smallest file of each collection warms its Numba cache and is not counted."""
+    ``repeats`` times, each into fresh folders (no part is reused). A first run of each
+    side on the smallest file of each collection warms its Numba cache, not counted."""
     rev = subprocess.run(["git", "rev-parse", before], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout.strip()
     old = Path(tempfile.mkdtemp(prefix="xlarank-before-"))
