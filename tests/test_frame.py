@@ -102,7 +102,7 @@ def test_rerun_reuses_parts_and_redoes_changed_files(tiny_data, tmp_path):
     _, _, reused = featurize_files(files, out, TILE, "train", DEFAULT)
     assert reused == len(files) - 1
     assert not old_part.exists()
-    assert len(list(parts_dir_for(out).glob("*.parquet"))) == len(files)
+    assert len(list(parts_dir_for(out).glob("*.arrow"))) == len(files)
 
 
 def rewrite_frame(source: Path, target: Path, meta=None, table=None) -> Path:
