@@ -369,3 +369,35 @@ def test_each_inflate_reads_like_np_load_and_checks_the_crc(tmp_path, inflate_wi
     path.write_bytes(bytes(raw))
     with NpzStream(path) as npz, pytest.raises(BadGraphError, match="CRC"):
         list(npz.iter_rows("a", 97))
+
+
+@pytest.mark.parametrize("version", [(1, 0), (2, 0)])
+def test_npy_headers_parse_as_numpy_parses_them(version):
+    """The reader's pattern for numpy's usual header text, against np.lib.format, on many
+    shapes and dtypes; a header numpy wrote otherwise still goes through numpy's parser."""
+    import io
+
+    from xlarank.data.npzstream import _parse_npy_header
+
+    arrays = [np.zeros(()), np.zeros(0, np.int8), np.zeros(7, np.float32),
+              np.zeros((3, 0, 2), np.int64), np.zeros((5, 4), ">f8"),
+              np.asfortranarray(np.zeros((3, 4), np.float32)), np.zeros((2, 3), "<U5"),
+              np.zeros(3, bool), np.zeros((1,) * 9, np.uint16),
+              np.zeros(4, [("a", "<f4"), ("b", "<i2")])]
+    for array in arrays:
+        buffer = io.BytesIO()
+        np.lib.format.write_array(buffer, array, version=version)
+        expected_stream = io.BytesIO(buffer.getvalue())
+        np.lib.format.read_magic(expected_stream)
+        expected = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)(expected_stream)
+        stream = io.BytesIO(buffer.getvalue())
+        assert _parse_npy_header(stream) == expected, array.dtype
+        assert stream.tell() == expected_stream.tell()
+    # Key order or spacing numpy does not write: numpy's parser decides.
+    text = "{'shape': (3,), 'fortran_order': False, 'descr': '<f4'}"
+    header = text.encode() + b" " * (63 - len(text)) + b"\n"
+    stream = io.BytesIO(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
+    assert _parse_npy_header(stream) == ((3,), False, np.dtype("<f4"))
+    with pytest.raises(ValueError):
+        _parse_npy_header(io.BytesIO(b"\x93NUMPY\x01\x00\x08\x00{'a': 1}"))
