@@ -105,6 +105,25 @@ def test_rerun_reuses_parts_and_redoes_changed_files(tiny_data, tmp_path):
     assert len(list(parts_dir_for(out).glob("*.arrow"))) == len(files)
 
 
+def test_a_damaged_or_edited_part_is_made_again(tiny_data, tmp_path):
+    """Parts are a cache: one cut short and one whose columns were edited are redone from
+    their files, and the frame is the clean run's, byte for byte."""
+    import pyarrow.feather as feather
+
+    files = split_files(tiny_data, TILE, "train")[:4]
+    clean, out = tmp_path / "clean.parquet", tmp_path / "f.parquet"
+    featurize_files(files, clean, TILE, "train", DEFAULT)
+    featurize_files(files, out, TILE, "train", DEFAULT)
+    manifest = json.loads((parts_dir_for(out) / "manifest.json").read_text())
+    cut, edited = (parts_dir_for(out) / manifest[str(f)]["part"] for f in files[:2])
+    cut.write_bytes(cut.read_bytes()[:100])
+    table = feather.read_table(edited)
+    feather.write_feather(table.drop_columns([table.column_names[-1]]), edited)
+    featurize_files(files, out, TILE, "train", DEFAULT)
+    assert out.read_bytes() == clean.read_bytes()
+    assert feather.read_table(cut).num_rows > 0
+
+
 def rewrite_frame(source: Path, target: Path, meta=None, table=None) -> Path:
     """A copy of a frame with its ``xlarank`` metadata record changed by ``meta`` (the
     record -> new bytes or record) and its table by ``table`` (pa.Table -> pa.Table)."""

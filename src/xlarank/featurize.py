@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.feather as feather
 
 from xlarank.atomic import (
@@ -40,7 +41,7 @@ from xlarank.engine import map_ordered
 from xlarank.errors import BadGraphError, XlarankError
 from xlarank.features.build import feature_block, feature_names
 from xlarank.features.spec import FeatureSpec, load_feature_spec, weighted_families
-from xlarank.frame import block_table, write_frame
+from xlarank.frame import block_table, frame_schema, write_frame
 from xlarank.specs import spec_path
 
 
@@ -211,10 +212,12 @@ def _featurize_locked(paths, out: Path, collection: Collection, split: str | Non
                                on_done=(lambda job: on_file(job.path)) if on_file else None,
                                client=client))
     skipped = [r.error for r in results if r.error]
-    parts = [r.part for r in results if r.part is not None]
-    rows = write_frame(out, (feather.read_table(p) for p in parts), collection, split, spec,
-                       feature_names(spec, collection.is_tile), skipped, dedup,
-                       files_origin(r.path for r in results if r.part is not None))
+    names = feature_names(spec, collection.is_tile)
+    made = [(job, r) for job, r in zip(jobs, results, strict=True) if r.part is not None]
+    parts = [r.part for _, r in made]
+    rows = write_frame(out, (_part_table(job, r, names) for job, r in made), collection,
+                       split, spec, names, skipped, dedup,
+                       files_origin(r.path for _, r in made))
     manifest = {str(r.path): {"checksum": r.checksum, "part": r.part.name if r.part else None,
                               "error": r.error} for r in results}
     write_text_atomic(parts_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
@@ -222,6 +225,19 @@ def _featurize_locked(paths, out: Path, collection: Collection, split: str | Non
     # files of parts whose writer was killed.
     _sweep_stale(parts_dir, {p.name for p in parts})
     return rows, skipped, sum(r.reused for r in results)
+
+
+def _part_table(job: PartJob, result: PartResult, names: list[str]) -> pa.Table:
+    """A part's table. A reused part that cannot be read back or holds other columns
+    (damaged, or edited since) is made again from its file: parts are a cache."""
+    try:
+        table = feather.read_table(result.part)
+        if table.schema.equals(frame_schema(names)):
+            return table
+    except (pa.ArrowException, OSError, ValueError):
+        pass
+    result.part.unlink(missing_ok=True)
+    return feather.read_table(featurize_part(job).part)
 
 
 def resolve_feature_spec(path: str | Path, embedding: str | None = None,
