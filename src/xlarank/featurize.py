@@ -107,7 +107,10 @@ def featurize_part(job: PartJob) -> PartResult:
         if not job.skip_bad:
             raise
         return PartResult(job.path, checksum, None, False, str(exc))
-    with atomic_path(part) as tmp:
+    # A killed writer's temporaries go in the frame's sweep of the folder (`_sweep_stale`):
+    # looking for them at every part made featurize quadratic in the files of a split
+    # (5,709 parts in the real dataset's tile train split).
+    with atomic_path(part, leftovers=False) as tmp:
         feather.write_feather(block_table(block), tmp, compression="zstd")
     return PartResult(job.path, checksum, part, False, None)
 
