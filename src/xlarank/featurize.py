@@ -72,11 +72,15 @@ def file_checksum(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-# Parts are Arrow IPC files, zstd-compressed: a part is written once and read once, and
-# parquet's per-column cost (a few hundred columns) made a tile kernel's part cost 13 ms to
-# write and 12 ms to read against 3-6 ms each, at a smaller size; a large layout graph's
-# part is as small as parquet's (bench/featurize.py's graph: 1.6 MB against 1.5 MB).
+# Parts are Arrow IPC files: a part is written once and read once, and parquet's
+# per-column cost (a few hundred columns) made a tile kernel's part 13 ms to write and
+# 12 ms to read back, against 3.8 and 1.6 ms; a large layout graph's part, compressed, is
+# as small as parquet's (bench/featurize.py's graph: 1.6 MB against 1.5 MB).
 PART_SUFFIX = ".arrow"
+# Parts past this size are zstd-compressed. Below it compression saves little (a tile
+# kernel's part: 36 KB against 42 KB) and costs more than the write itself (per-column
+# buffers: 5.1 ms against 3.8 ms to write, 4.4 against 1.6 ms to read back).
+PART_COMPRESS_BYTES = 1 << 20
 # Parts of earlier versions, swept as stale.
 OLD_PART_SUFFIXES = (".parquet",)
 
@@ -111,7 +115,9 @@ def featurize_part(job: PartJob) -> PartResult:
     # looking for them at every part made featurize quadratic in the files of a split
     # (5,709 parts in the real dataset's tile train split).
     with atomic_path(part, leftovers=False) as tmp:
-        feather.write_feather(block_table(block), tmp, compression="zstd")
+        table = block_table(block)
+        feather.write_feather(table, tmp, compression="zstd" if table.nbytes
+                              > PART_COMPRESS_BYTES else "uncompressed")
     return PartResult(job.path, checksum, part, False, None)
 
 
