@@ -248,7 +248,7 @@ def full_disk(monkeypatch, where: str, code: int = 28):
 
 # The writer each command ends in, where a full disk's OSError is raised.
 DISK_WRITERS = {
-    "featurize": "pyarrow.feather.write_feather",
+    "featurize": "pyarrow.OSFile",
     "train": "xlarank.rank.ranker.write_card",
     "score": "pandas.DataFrame.to_csv",
     "rank-graph": "pandas.DataFrame.to_csv",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.feather as feather
+import pyarrow.ipc
 
 from xlarank.atomic import (
     atomic_path,
@@ -115,10 +115,24 @@ def featurize_part(job: PartJob) -> PartResult:
     # looking for them at every part made featurize quadratic in the files of a split
     # (5,709 parts in the real dataset's tile train split).
     with atomic_path(part, leftovers=False) as tmp:
-        table = block_table(block)
-        feather.write_feather(table, tmp, compression="zstd" if table.nbytes
-                              > PART_COMPRESS_BYTES else "uncompressed")
+        write_part(block_table(block), tmp)
     return PartResult(job.path, checksum, part, False, None)
+
+
+def write_part(table: pa.Table, path: Path) -> None:
+    """A part: ``table`` as an Arrow IPC file (the Feather V2 format), zstd past
+    PART_COMPRESS_BYTES. pyarrow.ipc, where pyarrow.feather imports pandas."""
+    compression = "zstd" if table.nbytes > PART_COMPRESS_BYTES else None
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(
+            sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=compression)
+    ) as writer:
+        writer.write_table(table)
+
+
+def read_part(path: Path) -> pa.Table:
+    """A part written by `write_part`, read into memory."""
+    with pa.OSFile(str(path)) as source:
+        return pa.ipc.open_file(source).read_all()
 
 
 def parts_dir_for(out: Path) -> Path:
@@ -240,13 +254,13 @@ def _part_table(job: PartJob, result: PartResult, names: list[str]) -> pa.Table:
     """A part's table. A reused part that cannot be read back or holds other columns
     (damaged, or edited since) is made again from its file: parts are a cache."""
     try:
-        table = feather.read_table(result.part)
+        table = read_part(result.part)
         if table.schema.equals(frame_schema(names)):
             return table
     except (pa.ArrowException, OSError, ValueError):
         pass
     result.part.unlink(missing_ok=True)
-    return feather.read_table(featurize_part(job).part)
+    return read_part(featurize_part(job).part)
 
 
 def resolve_feature_spec(path: str | Path, embedding: str | None = None,

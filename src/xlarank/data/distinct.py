@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks
 
@@ -46,6 +45,8 @@ class DistinctConfigs:
         """float64 (n_distinct,): the median of the runtimes of each distinct config. Made
         when asked: featurizing never needs it, and pandas' groupby took 2.5 ms a tile
         kernel."""
+        import pandas as pd
+
         return (pd.Series(self.runtime).groupby(self.group).median().to_numpy(np.float64))
 
     def __len__(self) -> int:

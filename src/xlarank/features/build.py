@@ -13,15 +13,18 @@ hashed per block, and only configs not seen before reach the per-config kernels.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from xlarank.data.distinct import distinct_configs
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks
 from xlarank.features.families import get_family
 from xlarank.features.spec import FeatureSpec
 from xlarank.features.tables import GraphTables
+
+if TYPE_CHECKING:  # pandas loads on first use: featurizing never needs it
+    import pandas as pd
 
 KEY_COLUMNS = ("graph_id", "config_index", "runtime", "normalizer")
 # int8 configs gathered before the per-config kernels run on them.
@@ -176,6 +179,8 @@ class FeatureBlock:
 
     def to_frame(self) -> pd.DataFrame:
         """Key columns then `feature_names` columns, float32 features."""
+        import pandas as pd
+
         # One float32 block: pandas builds it without a per-column copy.
         block = pd.DataFrame(self.table[self.table_row], columns=self.names, copy=False)
         keys = pd.DataFrame({
