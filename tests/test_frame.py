@@ -337,3 +337,19 @@ def test_block_table_is_the_frames_pandas_conversion(tiny_data):
                                              schema=frame_schema(block.names))
             assert table.num_rows == len(block) > 0
             assert table.equals(reference), (path, dedup)
+
+
+def test_a_featurize_command_never_imports_pandas(tiny_data, tmp_path):
+    """pandas' import is a tenth of a one-file featurize; nothing on that path needs it
+    (pyarrow's pa.array and feather import it, so parts are built from buffers)."""
+    import subprocess
+    import sys
+
+    code = ("import runpy, sys; sys.argv = ['xlarank', 'featurize', sys.argv[1], '--out-dir', "
+            "sys.argv[2]]; import atexit; atexit.register(lambda: print('pandas' in "
+            "sys.modules)); runpy.run_module('xlarank', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code, str(tiny_data), str(tmp_path / "f")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"
+    assert len(list((tmp_path / "f").rglob("*.parquet"))) == 15
