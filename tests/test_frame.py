@@ -119,9 +119,10 @@ def test_a_damaged_or_edited_part_is_made_again(tiny_data, tmp_path):
     cut.write_bytes(cut.read_bytes()[:100])
     table = feather.read_table(edited)
     feather.write_feather(table.drop_columns([table.column_names[-1]]), edited)
-    featurize_files(files, out, TILE, "train", DEFAULT)
+    _, _, reused = featurize_files(files, out, TILE, "train", DEFAULT)
     assert out.read_bytes() == clean.read_bytes()
     assert feather.read_table(cut).num_rows > 0
+    assert reused == len(files) - 2
 
 
 def rewrite_frame(source: Path, target: Path, meta=None, table=None) -> Path:

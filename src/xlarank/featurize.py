@@ -238,7 +238,8 @@ def _featurize_locked(paths, out: Path, collection: Collection, split: str | Non
     names = feature_names(spec, collection.is_tile)
     made = [(job, r) for job, r in zip(jobs, results, strict=True) if r.part is not None]
     parts = [r.part for _, r in made]
-    rows = write_frame(out, (_part_table(job, r, names) for job, r in made), collection,
+    remade: list[Path] = []
+    rows = write_frame(out, (_part_table(job, r, names, remade) for job, r in made), collection,
                        split, spec, names, skipped, dedup,
                        files_origin(r.path for _, r in made))
     manifest = {str(r.path): {"checksum": r.checksum, "part": r.part.name if r.part else None,
@@ -247,12 +248,14 @@ def _featurize_locked(paths, out: Path, collection: Collection, split: str | Non
     # Parts of files that changed or left the input are stale, and so are the temporary
     # files of parts whose writer was killed.
     _sweep_stale(parts_dir, {p.name for p in parts})
-    return rows, skipped, sum(r.reused for r in results)
+    return rows, skipped, sum(r.reused for r in results) - len(remade)
 
 
-def _part_table(job: PartJob, result: PartResult, names: list[str]) -> pa.Table:
+def _part_table(job: PartJob, result: PartResult, names: list[str],
+                remade: list[Path]) -> pa.Table:
     """A part's table. A reused part that cannot be read back or holds other columns
-    (damaged, or edited since) is made again from its file: parts are a cache."""
+    (damaged, or edited since) is made again from its file (parts are a cache) and its
+    file put in ``remade``."""
     try:
         table = read_part(result.part)
         if table.schema.equals(frame_schema(names)):
@@ -260,6 +263,7 @@ def _part_table(job: PartJob, result: PartResult, names: list[str]) -> pa.Table:
     except (pa.ArrowException, OSError, ValueError):
         pass
     result.part.unlink(missing_ok=True)
+    remade.append(job.path)
     return read_part(featurize_part(job).part)
 
 
