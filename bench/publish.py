@@ -126,6 +126,13 @@ _BENCHES = (
           "tile kernels with at least 50 distinct configs of the XLA tuning records, imported) "
           "and one synthetic demo valid file per collection (held out from the --prior "
           "models' training)."),
+    Bench("featurize_full", "Featurize the real preset's mix, before and after",
+          "python bench/full.py --preset real --share 10 --featurize-only --before 37d32bf^ "
+          "--out bench/results/featurize_full.json",
+          "`xlarank featurize` of every 10th file of each collection and split of the `real` "
+          "synthetic preset (its file-size mix at a tenth of its 7,868 files; synthetic, not "
+          "TpuGraphs data), with this commit and with the commit before the ISA-L reader "
+          "(as issue 32 was filed), alternated, two processes each (`--workers 2`)."),
     Bench("full", "Full dataset end to end",
           "python bench/full.py --preset real --out bench/results/full.json",
           "The whole dataset's size on one machine (`make bench-full`): the `real` synthetic "
@@ -272,6 +279,12 @@ def featurize(rec: dict) -> list[str]:
             overhead(r.get(family)) for r in files] for family in ("gnn", "gru")},
         "`xlarank featurize` as a command s": [
             num((r.get("command") or {}).get("seconds")) for r in files],
+        "the command's peak RSS MiB (libraries included)": [
+            num((r.get("command") or {}).get("peak_rss_mib")) for r in files],
+        "start-up: importing numpy, pandas, pyarrow, numba s": [
+            num((r.get("startup") or {}).get("imports_seconds")) for r in files],
+        "start-up: Numba's first cached kernel s": [
+            num((r.get("startup") or {}).get("first_kernel_seconds")) for r in files],
         "zipfile's inflate of every member s": [
             num((r.get("inflate") or {}).get("zipfile_all_members")) for r in files],
         **{f"config member's stream with {label} s": [
@@ -288,7 +301,9 @@ def featurize(rec: dict) -> list[str]:
                f"the best of {'/'.join(map(str, pairs))} alternated (decompress, featurize) "
                "pairs, each run in its own process; peak RSS is the rise over the process "
                "after imports and a warm-up; a family's overhead is its best time over the best "
-               "without it.")
+               "without it. The command, the start-up and the inflate rows are the best of 3 "
+               "fresh processes; the inflate rows stream the config member with 16 MiB of "
+               "output per call, CRC-32 included, data dropped.")
     return out
 
 
@@ -815,6 +830,24 @@ def _autotune_before_noise(rec: dict) -> list[str]:
     return out
 
 
+def featurize_full(rec: dict) -> list[str]:
+    runs, best = rec["runs"], rec["best_seconds"]
+    rows = [["this commit", ", ".join(num(r["seconds"]) for r in runs["after"]),
+             num(best["after"]), num(rec["peak_rss_gb"]["after"])],
+            [f"`{rec['before']}` (`{rec['before_commit'][:12]}`)",
+             ", ".join(num(r["seconds"]) for r in runs["before"]), num(best["before"]),
+             num(rec["peak_rss_gb"]["before"])]]
+    return [f"Data: `{rec['data']}`, one file in {rec['share']} of each collection and split "
+            f"of the `{rec['preset']}` preset: {rec['files']} files, {num(rec['npz_gb'])} GB "
+            f"of npz; {rec.get('workers', '–')} workers, {rec.get('cores', '–')} cores.",
+            table(["sources", "seconds per run", "best s", "peak RSS GB"], rows),
+            f"This commit over the earlier one: {num(rec['after_over_before'])}x "
+            f"(target: at most 0.5). Frames byte-identical between the two: "
+            f"{'yes' if rec['frames_identical'] else 'no'} ({rec['frames']} frames; the "
+            "earlier commit's feature spec and frame metadata differ where they changed "
+            "since)."]
+
+
 def full(rec: dict) -> list[str]:
     steps = rec["steps"]
     out = [f"Data: `{rec['data']}`, preset `{rec['preset']}` "
@@ -834,7 +867,7 @@ RENDERERS = {"featurize": featurize, "score": score, "ingraph": ingraph, "ablati
              "engines": engines, "quality": quality, "systems": systems,
              "systems_tile": systems, "systems_fair": systems,
              "tile_kernels": tile_kernels, "autotune": autotune,
-             "full": full}
+             "featurize_full": featurize_full, "full": full}
 
 
 # ---------------------------------------------------------------- page

@@ -125,6 +125,29 @@ def test_frames_group_configs_as_distinct_configs_does_in_config_order(samples, 
         np.testing.assert_array_equal(group, naive.distinct_groups(raw))
 
 
+def test_row_groups_number_rows_as_np_unique_does(samples, tiny_data):
+    """distinct_configs' grouping (a lexsort) against np.unique(axis=0): random rows with
+    many repeats, -0.0 beside 0.0, no rows, no columns, and every real and generated
+    graph's raw config columns."""
+    from xlarank.data.distinct import config_columns, row_groups
+
+    rng = np.random.default_rng(7)
+    cases = [rng.integers(-1, 3, (n, k)).astype(np.float32)
+             for n, k in ((1, 1), (2, 3), (500, 1), (800, 4), (3000, 24))]
+    signed = rng.integers(-1, 2, (200, 5)).astype(np.float32)
+    signed[signed == 0] = rng.choice([0.0, -0.0], int((signed == 0).sum()))
+    cases += [signed, np.zeros((0, 6), np.float32), np.zeros((5, 0), np.float32)]
+    files = [*sorted((tiny_data / "npz").rglob("*.npz"))[:12], *samples]
+    cases += [config_columns(load_graph(p)) for p in files]
+    for x in cases:
+        first, group = row_groups(x)
+        _, expected_first, inverse = np.unique(x, axis=0, return_index=True,
+                                               return_inverse=True)
+        np.testing.assert_array_equal(first, expected_first)
+        np.testing.assert_array_equal(group, inverse.reshape(-1))
+        assert first.dtype == group.dtype == np.int64
+
+
 def test_dedup_on_unet3d(samples):
     path = next(p for p in samples if p.stem == "unet3d")
     graph = load_graph(path)

@@ -102,7 +102,27 @@ def test_rerun_reuses_parts_and_redoes_changed_files(tiny_data, tmp_path):
     _, _, reused = featurize_files(files, out, TILE, "train", DEFAULT)
     assert reused == len(files) - 1
     assert not old_part.exists()
-    assert len(list(parts_dir_for(out).glob("*.parquet"))) == len(files)
+    assert len(list(parts_dir_for(out).glob("*.arrow"))) == len(files)
+
+
+def test_a_damaged_or_edited_part_is_made_again(tiny_data, tmp_path):
+    """Parts are a cache: one cut short and one whose columns were edited are redone from
+    their files, and the frame is the clean run's, byte for byte."""
+    import pyarrow.feather as feather
+
+    files = split_files(tiny_data, TILE, "train")[:4]
+    clean, out = tmp_path / "clean.parquet", tmp_path / "f.parquet"
+    featurize_files(files, clean, TILE, "train", DEFAULT)
+    featurize_files(files, out, TILE, "train", DEFAULT)
+    manifest = json.loads((parts_dir_for(out) / "manifest.json").read_text())
+    cut, edited = (parts_dir_for(out) / manifest[str(f)]["part"] for f in files[:2])
+    cut.write_bytes(cut.read_bytes()[:100])
+    table = feather.read_table(edited)
+    feather.write_feather(table.drop_columns([table.column_names[-1]]), edited)
+    _, _, reused = featurize_files(files, out, TILE, "train", DEFAULT)
+    assert out.read_bytes() == clean.read_bytes()
+    assert feather.read_table(cut).num_rows > 0
+    assert reused == len(files) - 2
 
 
 def rewrite_frame(source: Path, target: Path, meta=None, table=None) -> Path:
@@ -295,3 +315,42 @@ def test_featurize_of_a_plain_folder_without_collection_says_what_to_give(tiny_d
     shutil.copy(first_file(tiny_data, "tile-xla"), loose / "g.npz")
     one_error_line(run("featurize", loose, "--out", tmp_path / "f.parquet"), str(loose),
                    "give one --collection and one --split")
+
+
+def test_block_table_is_the_frames_pandas_conversion(tiny_data):
+    """Parts are written from the feature arrays (`block_table`); they must hold what the
+    DataFrame of the same graph converts to, on synthetic and real graphs, all configs and
+    distinct ones."""
+    from conftest import SAMPLES
+    from xlarank.features.build import feature_block
+    from xlarank.frame import block_table, frame_schema
+
+    files = [first_file(tiny_data, c) for c in ("tile-xla", "layout-xla-random",
+                                                 "layout-nlp-default")]
+    files += sorted((SAMPLES / "npz").rglob("*.npz"))[:6]
+    assert len(files) > 3
+    for path in files:
+        graph = load_graph(path, configs=False)
+        for dedup in (False, True):
+            block = feature_block(graph, DEFAULT, dedup)
+            table = block_table(block)
+            reference = pa.Table.from_pandas(block.to_frame(), preserve_index=False,
+                                             schema=frame_schema(block.names))
+            assert table.num_rows == len(block) > 0
+            assert table.equals(reference), (path, dedup)
+
+
+def test_a_featurize_command_never_imports_pandas(tiny_data, tmp_path):
+    """pandas' import is a tenth of a one-file featurize; nothing on that path needs it
+    (pyarrow's pa.array and feather import it, so parts are built from buffers)."""
+    import subprocess
+    import sys
+
+    code = ("import runpy, sys; sys.argv = ['xlarank', 'featurize', sys.argv[1], '--out-dir', "
+            "sys.argv[2]]; import atexit; atexit.register(lambda: print('pandas' in "
+            "sys.modules)); runpy.run_module('xlarank', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code, str(tiny_data), str(tmp_path / "f")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"
+    assert len(list((tmp_path / "f").rglob("*.parquet"))) == 15

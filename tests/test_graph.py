@@ -332,3 +332,72 @@ def test_huge_node_features_are_refused_with_a_clear_message(tiny_data, tmp_path
                  "--out", tmp_path / "f.parquet")
     one_error_line(result, str(path), "beyond")
     assert "RuntimeWarning" not in result.output
+
+
+@pytest.fixture(params=["isal_zlib", "zlib"])
+def inflate_with(request, monkeypatch):
+    """The reader with each inflate library: ISA-L where its wheel is installed, and the
+    standard zlib that stands in where it is not."""
+    import zlib
+
+    from xlarank.data import npzstream
+
+    if request.param == "isal_zlib":
+        library = pytest.importorskip("isal.isal_zlib")
+    else:
+        library = zlib
+    monkeypatch.setattr(npzstream, "inflate_library", library)
+    return request.param
+
+
+def test_each_inflate_reads_like_np_load_and_checks_the_crc(tmp_path, inflate_with, samples):
+    rng = np.random.default_rng(1)
+    arrays = {"a": rng.integers(-1, 6, (3001, 13, 18)).astype(np.float32)}
+    path = tmp_path / "m.npz"
+    np.savez_compressed(path, **arrays)
+    with NpzStream(path) as npz:
+        np.testing.assert_array_equal(np.concatenate(list(npz.iter_rows("a", 97))),
+                                      arrays["a"])
+    layout = max((p for p in samples if "layout" in p.parts), key=lambda p: p.stat().st_size)
+    with NpzStream(layout) as npz, np.load(layout) as expected:
+        np.testing.assert_array_equal(npz.read("node_config_feat"),
+                                      expected["node_config_feat"])
+    # A whole, valid deflate stream whose central directory claims another CRC-32.
+    raw = bytearray(path.read_bytes())
+    central = raw.rindex(b"PK\x01\x02")
+    raw[central + 16] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with NpzStream(path) as npz, pytest.raises(BadGraphError, match="CRC"):
+        list(npz.iter_rows("a", 97))
+
+
+@pytest.mark.parametrize("version", [(1, 0), (2, 0)])
+def test_npy_headers_parse_as_numpy_parses_them(version):
+    """The reader's pattern for numpy's usual header text, against np.lib.format, on many
+    shapes and dtypes; a header numpy wrote otherwise still goes through numpy's parser."""
+    import io
+
+    from xlarank.data.npzstream import _parse_npy_header
+
+    arrays = [np.zeros(()), np.zeros(0, np.int8), np.zeros(7, np.float32),
+              np.zeros((3, 0, 2), np.int64), np.zeros((5, 4), ">f8"),
+              np.asfortranarray(np.zeros((3, 4), np.float32)), np.zeros((2, 3), "<U5"),
+              np.zeros(3, bool), np.zeros((1,) * 9, np.uint16),
+              np.zeros(4, [("a", "<f4"), ("b", "<i2")])]
+    for array in arrays:
+        buffer = io.BytesIO()
+        np.lib.format.write_array(buffer, array, version=version)
+        expected_stream = io.BytesIO(buffer.getvalue())
+        np.lib.format.read_magic(expected_stream)
+        expected = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)(expected_stream)
+        stream = io.BytesIO(buffer.getvalue())
+        assert _parse_npy_header(stream) == expected, array.dtype
+        assert stream.tell() == expected_stream.tell()
+    # Key order or spacing numpy does not write: numpy's parser decides.
+    text = "{'shape': (3,), 'fortran_order': False, 'descr': '<f4'}"
+    header = text.encode() + b" " * (63 - len(text)) + b"\n"
+    stream = io.BytesIO(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
+    assert _parse_npy_header(stream) == ((3,), False, np.dtype("<f4"))
+    with pytest.raises(ValueError):
+        _parse_npy_header(io.BytesIO(b"\x93NUMPY\x01\x00\x08\x00{'a': 1}"))

@@ -101,8 +101,10 @@ def test_the_sweep_deletes_only_stale_parts_and_temporaries(featurize, tmp_path)
     out = tmp_path / "f.parquet"
     featurize(out)
     parts = parts_dir_for(out)
-    (parts / "stale-0-0a.parquet").write_bytes(b"old")
-    (parts / ".x.parquet.123-abc.part").write_bytes(b"half")
+    (parts / "stale-0-0a.arrow").write_bytes(b"old")
+    # An earlier version's parquet part is as stale.
+    (parts / "older-0-0a.parquet").write_bytes(b"old")
+    (parts / ".x.arrow.123-abc.part").write_bytes(b"half")
     (parts / "sub").mkdir()
     (parts / "sub" / "a.parquet").write_bytes(b"kept")
     (parts / "notes.txt").write_text("kept")
@@ -111,7 +113,7 @@ def test_the_sweep_deletes_only_stale_parts_and_temporaries(featurize, tmp_path)
     (parts / "link.parquet").symlink_to(outside)
     featurize(out)
     names = sorted(p.name for p in parts.iterdir())
-    assert "stale-0-0a.parquet" not in names and ".x.parquet.123-abc.part" not in names
+    assert not {"stale-0-0a.arrow", "older-0-0a.parquet", ".x.arrow.123-abc.part"} & set(names)
     assert "link.parquet" not in names and outside.read_bytes() == b"kept"
     assert (parts / "sub" / "a.parquet").read_bytes() == b"kept"
     assert (parts / "notes.txt").is_file()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.feather as feather
 import pytest
 
 from conftest import REPO_SPECS
@@ -22,7 +23,7 @@ from xlarank.data.synth import synth_dataset
 from xlarank.errors import BadGraphError, MismatchError
 from xlarank.evaluate import per_graph_metrics
 from xlarank.features import featurize_graph, load_feature_spec
-from xlarank.featurize import featurize_files, parts_dir_for
+from xlarank.featurize import PART_SUFFIX, featurize_files, parts_dir_for
 from xlarank.frame import read_frame, read_meta
 from xlarank.rank.model import load_model
 from xlarank.rank.spec import load_ranker_spec
@@ -76,7 +77,7 @@ def test_sigkill_mid_run_leaves_no_partial_frame_and_resumes(demo_data, tmp_path
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     parts = parts_dir_for(out)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(list(parts.glob("*.parquet"))) < 3:
+    while time.monotonic() < deadline and len(list(parts.glob(f"*{PART_SUFFIX}"))) < 3:
         if proc.poll() is not None:
             break
         time.sleep(0.02)
@@ -84,11 +85,11 @@ def test_sigkill_mid_run_leaves_no_partial_frame_and_resumes(demo_data, tmp_path
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
     assert not out.exists()
-    done = len(list(parts.glob("*.parquet")))
+    done = len(list(parts.glob(f"*{PART_SUFFIX}")))
     assert 3 <= done < len(split_files(demo_data, get_collection("layout-xla-random"), "train"))
     # No half-written part is mistaken for a finished one: they are renamed when whole.
-    for part in parts.glob("*.parquet"):
-        assert len(pd.read_parquet(part)) > 0
+    for part in parts.glob(f"*{PART_SUFFIX}"):
+        assert feather.read_table(part).num_rows > 0
     # A temporary file like the one a killed writer leaves; the rerun must clear it.
     (out.parent / f".{out.name}.killed.part").write_bytes(b"half")
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)

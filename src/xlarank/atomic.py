@@ -135,11 +135,14 @@ def write_faults(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, leftovers: bool = True) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it is renamed to ``path``.
 
     On any failure the temporary file is removed and ``path`` keeps its old content. The
     file gets the mode a plain open() would (0666 less the umask), not mkstemp's 0600.
+    Then a killed run's temporaries of ``path`` are deleted (`remove_leftovers`), unless
+    ``leftovers`` is False: that lists the folder, and a caller writing thousands of files
+    into one folder sweeps it once itself.
     """
     path = check_output(path, "file")
     with write_faults(path):
@@ -153,7 +156,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-    remove_leftovers(path)
+    if leftovers:
+        remove_leftovers(path)
 
 
 def _temp_prefix(path: Path) -> str:

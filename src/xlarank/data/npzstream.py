@@ -7,7 +7,9 @@ leading-axis rows at a time.
 
 from __future__ import annotations
 
+import io
 import queue
+import re
 import struct
 import threading
 import tokenize
@@ -145,6 +147,8 @@ class NpzStream:
             fault = str(exc).removeprefix(f"{self.path}: npz ")
             raise BadGraphError(self.path, fault.replace("cannot be read", "cannot be opened")
                                 ) from None
+        # key -> (header bytes, (shape, fortran, dtype)) of members whose header was read.
+        self._headers: dict[str, tuple[int, tuple[tuple[int, ...], bool, np.dtype]]] = {}
         try:
             self._zip = zipfile.ZipFile(self._file)
             self.keys = {
@@ -221,12 +225,14 @@ class NpzStream:
             raise BadGraphError(self.path, f"{key}: cannot be opened ({exc})") from None
 
     def _read_header(self, key: str, stream) -> tuple[tuple[int, ...], bool, np.dtype]:
+        if key in self._headers:
+            # Read before (header() then read()): skip its bytes, parse nothing again.
+            size, parsed = self._headers[key]
+            if len(stream.read(size)) != size:
+                raise BadGraphError(self.path, f"{key}: not a valid .npy header (truncated)")
+            return parsed
         try:
-            version = np.lib.format.read_magic(stream)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
-            else:
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+            shape, fortran, dtype = _parse_npy_header(stream)
         except READ_ERRORS as exc:
             raise BadGraphError(self.path, f"{key}: not a valid .npy header ({exc})") from None
         if dtype.hasobject:
@@ -243,7 +249,9 @@ class NpzStream:
             raise BadGraphError(self.path, f"{key}: claims {info.file_size:,} bytes from "
                                            f"{info.compress_size:,} compressed, more than "
                                            "compression can make: the archive is corrupt")
-        return tuple(shape), bool(fortran), dtype
+        parsed = (tuple(shape), bool(fortran), dtype)
+        self._headers[key] = (stream.tell(), parsed)
+        return parsed
 
     def _read_exact(self, key: str, stream, nbytes: int) -> np.ndarray:
         """uint8 (nbytes,), read-only when read in one piece. Up to WHOLE_READ_LIMIT in one
@@ -266,6 +274,43 @@ class NpzStream:
             view[filled : filled + len(piece)] = piece
             filled += len(piece)
         return out
+
+
+# The header numpy writes (np.lib.format), exactly: a dict literal of these three keys in
+# this order, space-padded. Parsed here by pattern; any other header goes to numpy's own
+# reader (ast.literal_eval), which took two thirds of a tile file's load_graph.
+_NPY_HEADER = re.compile(
+    r"\{'descr': '([<>|=][a-zA-Z][0-9]{0,2})', 'fortran_order': (True|False), "
+    r"'shape': \(((?:[0-9]+, )*(?:[0-9]+,?)?)\), \} *\n")
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _parse_npy_header(stream) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, fortran order, dtype) of the .npy header at the stream's start, the stream
+    left at the data. numpy's parser (`np.lib.format`) for anything but its usual text."""
+    lead = stream.read(8)
+    if len(lead) == 8 and lead[:6] == _NPY_MAGIC and lead[6] in (1, 2, 3) and lead[7] == 0:
+        width = 2 if lead[6] == 1 else 4
+        size_bytes = stream.read(width)
+        if len(size_bytes) == width:
+            size = int.from_bytes(size_bytes, "little")
+            text = stream.read(size)
+            match = (_NPY_HEADER.fullmatch(text.decode("latin1"))
+                     if len(text) == size else None)
+            if match:
+                descr, fortran, dims = match.groups()
+                shape = tuple(int(d) for d in dims.replace(",", " ").split())
+                return shape, fortran == "True", np.dtype(descr)
+            raw = lead + size_bytes + text
+        else:
+            raw = lead + size_bytes
+    else:
+        raw = lead
+    reader = io.BytesIO(raw)
+    version = np.lib.format.read_magic(reader)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(reader)
+    return np.lib.format.read_array_header_2_0(reader)
 
 
 T = TypeVar("T")
