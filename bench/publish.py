@@ -105,7 +105,7 @@ _BENCHES = (
           "its in-graph recipe (docs/systems.md: inner validation on the measured configs, a "
           "learning-rate grid by successive halving, early stopping), one core per fit; its "
           "held-out tau at each checkpoint against training seconds is drawn in "
-          "bench/results/systems-ingraph-curve.png, for the report only. Then the GNN "
+          "bench/results/systems_fair-ingraph-curve.png, for the report only. Then the GNN "
           "systems' epoch cost, first and marginal epoch timed in one fit."),
     Bench("systems_competition", "Published systems: the competition GNN",
           "python bench/systems.py --parts ingraph,scale --systems xlarank,competition-gnn "
@@ -119,7 +119,8 @@ _BENCHES = (
           "random order on the same splits, one core per fit, and its epoch cost on the scale "
           "sample; its own record, so the systems records above stay as they were "
           "published. The published copy may hold a subset of these shares and seeds: its "
-          "stamped command says which."),
+          "stamped command says which. Rows read back from `--partial` keep the seconds of "
+          "the run that made them; the stamped wall time is that of the last call."),
     Bench("tile_kernels", "Real tile kernels",
           "python bench/tile_kernels.py --seeds 3 --out bench/results/tile_kernels.json",
           "The 15 real tile kernels of the XLA tuning record `../shared/tpugraphs/raw/"

@@ -393,8 +393,10 @@ def ingraph_row(label: str, share: float, settings: dict, rows: list[dict],
     return row
 
 
-def ingraph_curves(results: list[dict], out_dir: Path) -> str | None:
-    """bench/results/systems-ingraph-curve.png: per share, the held-out tau of each
+def ingraph_curves(results: list[dict], out_dir: Path, stem: str = "systems"
+                   ) -> str | None:
+    """bench/results/<stem>-ingraph-curve.png (stem: the record's, so records do not
+    overwrite each other's): per share, the held-out tau of each
     checkpoint of seed 0's run against its training CPU seconds (log axis), one line per
     learning rate tried; systems without checkpoints are a point per seed."""
     import matplotlib
@@ -430,7 +432,7 @@ def ingraph_curves(results: list[dict], out_dir: Path) -> str | None:
     fig.suptitle("In-graph: held-out tau at each checkpoint against training time\n"
                  "(for the report only: it never steers training)", fontsize=9)
     fig.tight_layout()
-    path = out_dir / "systems-ingraph-curve.png"
+    path = out_dir / f"{stem}-ingraph-curve.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return str(path)
@@ -600,7 +602,7 @@ def main() -> None:
         record["ingraph"] = {"data": f"real TpuGraphs sample {UNET3D}, split by distinct "
                                      "config", "seeds": len(seeds), "seed_list": seeds,
                              "threads": args.threads, "results": results}
-        record["ingraph_curve"] = ingraph_curves(results, args.out.parent)
+        record["ingraph_curve"] = ingraph_curves(results, args.out.parent, args.out.stem)
     if "scale" in parts:
         record["scale"] = {"data": "synthetic, a seeded sample of the real preset's train "
                                    "files, scaled to the whole split",
