@@ -163,6 +163,10 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	    --out bench/results/systems_fair.json
 	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts synthetic --collections tile:xla \
 	    --seeds $(QUALITY_SEEDS) --out bench/results/systems_tile.json
+	@# competition-gnn's in-graph fit: about 2,500 steps of 1.2-2.5 CPU s on unet3d at most.
+	$(BIN)/python bench/systems.py --parts ingraph,scale --systems xlarank,competition-gnn \
+	    --shares 0.5,0.2,0.1 --ingraph-seeds $(QUALITY_SEEDS) --threads 1 \
+	    --out bench/results/systems_competition.json
 	$(BIN)/python bench/tile_kernels.py --seeds $(QUALITY_SEEDS) --out bench/results/tile_kernels.json
 	$(BIN)/python bench/autotune.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/autotune.json
 	@echo "bench figures: bench/results/*.json. The page to update is docs/benchmarks.md:" \

@@ -58,6 +58,10 @@ SYNTH_SETTINGS = {
                       "tile": {"epochs": 5, "early_stop": 5}},
     "gru": {"layout": {"epochs": 10}, "tile": {"epochs": 10}},
     "hybrid": {"layout": {"gnn_epochs": 3}, "tile": {"gnn_epochs": 3}},
+    # The original's 750-1,000 epochs (layout) and 100,000 steps (tile) do not fit either;
+    # eval_steps at the demo's size so that its best-checkpoint rule still acts.
+    "competition-gnn": {"layout": {"epochs": 20, "eval_steps": 50},
+                        "tile": {"epochs": 3, "eval_steps": 400}},
 }
 # In-graph rows beside the defaults: (label, system, settings, shares, seeds). None now:
 # tpugraphs-gnn's in-graph recipe chooses its learning rate and steps by inner validation.
@@ -70,7 +74,7 @@ PEERS = {"peer: config aggregates (XGBoost pairwise)": ("xlarank", {"booster_spe
 OFFICIAL_EPOCHS = {"tile": {"HEAD": 100},
                    "layout": {"HEAD ddd187c": 50, "422a990": 500}}
 SCALE_EPOCHS = 4        # epochs timed in one fit: the first and three marginal ones
-SCALE_SYSTEMS = ("tpugraphs-gnn", "gru", "hybrid")
+SCALE_SYSTEMS = ("tpugraphs-gnn", "gru", "hybrid", "competition-gnn")
 
 
 def peak_rss_mb() -> float:
@@ -241,7 +245,8 @@ def scale_task(task: dict) -> dict:
     use_threads(THREADS)
     collection = get_collection(task["collection"])
     files = [Path(f) for f in task["files"]]
-    key = {"tpugraphs-gnn": "epochs", "gru": "epochs", "hybrid": "gnn_epochs"}[task["system"]]
+    key = {"tpugraphs-gnn": "epochs", "gru": "epochs", "hybrid": "gnn_epochs",
+           "competition-gnn": "epochs"}[task["system"]]
     extra = {"early_stop": 0} if task["system"] == "tpugraphs-gnn" else {}
 
     def fit(epochs: int) -> tuple[list[float], list[float]]:
@@ -388,8 +393,10 @@ def ingraph_row(label: str, share: float, settings: dict, rows: list[dict],
     return row
 
 
-def ingraph_curves(results: list[dict], out_dir: Path) -> str | None:
-    """bench/results/systems-ingraph-curve.png: per share, the held-out tau of each
+def ingraph_curves(results: list[dict], out_dir: Path, stem: str = "systems"
+                   ) -> str | None:
+    """bench/results/<stem>-ingraph-curve.png (stem: the record's, so records do not
+    overwrite each other's): per share, the held-out tau of each
     checkpoint of seed 0's run against its training CPU seconds (log axis), one line per
     learning rate tried; systems without checkpoints are a point per seed."""
     import matplotlib
@@ -425,7 +432,7 @@ def ingraph_curves(results: list[dict], out_dir: Path) -> str | None:
     fig.suptitle("In-graph: held-out tau at each checkpoint against training time\n"
                  "(for the report only: it never steers training)", fontsize=9)
     fig.tight_layout()
-    path = out_dir / "systems-ingraph-curve.png"
+    path = out_dir / f"{stem}-ingraph-curve.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return str(path)
@@ -494,7 +501,7 @@ def loss_plots(synthetic: list[dict], out_dir: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     written = []
-    for system in ("tpugraphs-gnn", "gru", "hybrid"):
+    for system in ("tpugraphs-gnn", "gru", "hybrid", "competition-gnn"):
         rows = [r for r in synthetic if r["system"] == system and r["history_seed0"]]
         if not rows:
             continue
@@ -564,7 +571,7 @@ def main() -> None:
                         help="comma-separated collections of the scale part [all five]")
     parser.add_argument("--parts", default="synthetic,ingraph,scale",
                         help="comma-separated; 'plots' redraws the loss plots from --out")
-    parser.add_argument("--systems", default="xlarank,tpugraphs-gnn,gru,hybrid")
+    parser.add_argument("--systems", default="xlarank,tpugraphs-gnn,gru,hybrid,competition-gnn")
     parser.add_argument("--collections", default="",
                         help="comma-separated collections of the synthetic part [all five]")
     args = parser.parse_args()
@@ -595,7 +602,7 @@ def main() -> None:
         record["ingraph"] = {"data": f"real TpuGraphs sample {UNET3D}, split by distinct "
                                      "config", "seeds": len(seeds), "seed_list": seeds,
                              "threads": args.threads, "results": results}
-        record["ingraph_curve"] = ingraph_curves(results, args.out.parent)
+        record["ingraph_curve"] = ingraph_curves(results, args.out.parent, args.out.stem)
     if "scale" in parts:
         record["scale"] = {"data": "synthetic, a seeded sample of the real preset's train "
                                    "files, scaled to the whole split",

@@ -75,7 +75,7 @@ def rank_graph(
     seed: Annotated[int, typer.Option(help="Seed of the graph-local ranker.")] = 0,
     system: Annotated[str, typer.Option(
         help="Who ranks: xlarank (its graph-local booster), or a published system trained "
-             "on the measured configs: tpugraphs-gnn, gru, hybrid (these need jax: "
+             "on the measured configs: tpugraphs-gnn, gru, hybrid, competition-gnn (need jax: "
              "pip install 'xlarank[gnn]').")] = "xlarank",
     threads: OwnThreadsOption = 0,
 ) -> None:

@@ -42,6 +42,7 @@ SYSTEMS = {
     "tpugraphs-gnn": "xlarank.systems.tpugraphs_gnn:TpuGraphsGnn",
     "gru": "xlarank.systems.gru:GruSystem",
     "hybrid": "xlarank.systems.hybrid:HybridSystem",
+    "competition-gnn": "xlarank.systems.competition_gnn:CompetitionGnn",
 }
 SYSTEM_FILE = "system.json"
 # Bump when a saved system's layout or settings change; a newer one is refused.

@@ -15,6 +15,7 @@ from xlarank.data.graph import TileGraph, load_graph
 from xlarank.errors import XlarankError
 from xlarank.features.jax_common import sampled_layout_configs
 from xlarank.systems import EpochCallback, RankingSystem
+from xlarank.systems.inner import IN_GRAPH, fit_by_inner_validation
 from xlarank.systems.tpugraphs_gnn.batches import (
     Item,
     _bucket,
@@ -39,27 +40,7 @@ from xlarank.systems.tpugraphs_gnn.train import _jitted
 LABEL_SCALE = 1e7       # layout: ListMLE labels are runtime / 1e7 (only their order counts)
 INFER_BUDGET_MB = 256
 
-# The in-graph recipe. No official one exists (the paper trains across graphs only), so it
-# is chosen inside each fit by inner validation on the measured configs alone, by the rule
-# every system's in-graph fit follows (docs/systems.md, "How they are compared"): a share
-# of the measured configs held out as inner validation, Kendall tau on it at checkpoints,
-# early stopping when it gains less than IN_GRAPH_MIN_GAIN over IN_GRAPH_PATIENCE
-# checkpoints, the learning rate chosen from a grid by successive halving (every rate runs
-# IN_GRAPH_RUNG steps, the best inner tau among them goes on to the step budget) and the
-# best checkpoint kept. In-graph, one epoch is one step.
-IN_GRAPH_LEARNING_RATES = (1e-3, 3e-3, 1e-2)
-IN_GRAPH_STEPS = 1500       # the step budget of the chosen rate
-IN_GRAPH_RUNG = 500         # steps every rate of the grid gets before one is chosen
-IN_GRAPH_CHECK_EVERY = 100  # steps between checkpoints
-IN_GRAPH_PATIENCE = 3       # checkpoints without a gain of IN_GRAPH_MIN_GAIN: stop
-IN_GRAPH_MIN_GAIN = 0.005
-IN_GRAPH_INNER_SHARE = 0.2
-IN_GRAPH_MIN_INNER = 5      # fewer inner configs than this: no choice (see fit_graph)
-IN_GRAPH = {"in_graph_epochs": IN_GRAPH_STEPS,
-            "in_graph_learning_rates": IN_GRAPH_LEARNING_RATES,
-            "in_graph_rung": IN_GRAPH_RUNG, "in_graph_check_every": IN_GRAPH_CHECK_EVERY,
-            "in_graph_patience": IN_GRAPH_PATIENCE, "in_graph_min_gain": IN_GRAPH_MIN_GAIN,
-            "in_graph_inner_share": IN_GRAPH_INNER_SHARE, "in_graph_refit": False}
+# The in-graph recipe (`xlarank.systems.inner`, the same for every GNN system): IN_GRAPH.
 
 OFFICIAL = {
     "layout": {"epochs": 500, "early_stop": 40, "learning_rate": 1e-3, "clip_norm": 1e-2,
@@ -247,18 +228,10 @@ class TpuGraphsGnn(RankingSystem):
         stopping, the best checkpoint kept (or, with ``in_graph_refit``, the chosen rate
         trained again on every measured config for the chosen step count).
 
-        ``history_`` holds one record per checkpoint: epoch (the step), learning_rate,
-        phase ("rung", "chosen", "refit" or "fixed"), train_loss (mean since the last
-        checkpoint), inner_tau (None where there is no inner split), seconds and
-        cpu_seconds (wall and process CPU time of training so far, the callbacks' time
-        left out; CPU time is the figure that survives a busy machine). ``on_epoch``
-        gets each record while the model holds that checkpoint's weights, so it may score
-        with them (`score`, `score_rows`); ``chosen_`` says what was chosen. With fewer
-        than ``IN_GRAPH_MIN_INNER`` inner configs (or one runtime only on either side) no
-        choice is possible: the grid's middle rate trains on every measured config for
-        ``in_graph_rung`` steps ("fixed")."""
-        import time
-
+        ``history_`` holds one record per checkpoint and ``on_epoch`` gets each while the
+        model holds that checkpoint's weights, so it may score with them (`score`,
+        `score_rows`): `xlarank.systems.inner.fit_by_inner_validation`, which also says
+        what happens with too few measured configs; ``chosen_`` says what was chosen."""
         kind = "tile" if isinstance(graph, TileGraph) else "layout"
         rows = runtime.index.to_numpy(np.int64)
         measured = runtime.to_numpy(np.float64)
@@ -278,91 +251,23 @@ class TpuGraphsGnn(RankingSystem):
         arrays = graph_arrays(graph, self.stats_)
         cfg_all = self.stats_.config.apply(raw)
         label_all = measured / LABEL_SCALE if kind == "layout" else measured
-        grid = [float(r) for r in s["in_graph_learning_rates"]]
-        budget, rung = int(s["in_graph_epochs"]), int(s["in_graph_rung"])
-        # The inner split, seeded apart from the weights and the sampling.
-        order = np.random.default_rng([self.seed, 4]).permutation(len(rows))
-        n_inner = int(round(float(s["in_graph_inner_share"]) * len(rows)))
-        inner, train = np.sort(order[:n_inner]), np.sort(order[n_inner:])
-        usable = (n_inner >= IN_GRAPH_MIN_INNER and len(np.unique(measured[inner])) > 1
-                  and len(np.unique(measured[train])) > 1)
-        clock = {"spent": 0.0, "since": time.perf_counter(), "cpu": 0.0,
-                 "cpu_since": time.process_time()}
-        init = dict(self.params_)
-        self.history_ = []
+        lists = int(s["batch"])
 
-        def arm(rate: float, key: int, part: np.ndarray) -> dict:
-            import jax.numpy as jnp
+        def draw(part_runtime: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+            # The lists are drawn from one graph: one forward pass over lists x
+            # per_list configs pools exactly as `lists` copies of the graph would.
+            per_list = min(int(s["configs"]), len(part_runtime))
+            return np.concatenate([self._sample(part_runtime, per_list, rng)
+                                   for _ in range(lists)])
 
-            zeros = {k: jnp.zeros_like(v) for k, v in init.items()}
-            return {"rate": rate, "part": part, "params": init, "moments": (zeros, dict(zeros)),
-                    "step": 0, "rng": np.random.default_rng([self.seed, 2, key]),
-                    "best_tau": -np.inf, "best_params": init, "best_step": 0,
-                    "reference": -np.inf, "waited": 0, "stopped": False, "losses": []}
+        def step(picks: np.ndarray, rng: np.random.Generator, rate: float) -> float:
+            item = Item(arrays, cfg_all[picks], label_all[picks])
+            return self._step([item], 1, len(picks), rng, lists=lists, learning_rate=rate)
 
-        def run(a: dict, until: int, phase: str, validate: bool) -> None:
-            """Train arm ``a`` up to step ``until`` (or its early stop), checkpointing."""
-            self.params_, self.moments_, self.step_ = a["params"], a["moments"], a["step"]
-            part = a["part"]
-            lists, per_list = int(s["batch"]), min(int(s["configs"]), len(part))
-            every = int(s["in_graph_check_every"])
-            while self.step_ < until and not a["stopped"]:
-                # The lists are drawn from one graph: one forward pass over lists x
-                # per_list configs pools exactly as `lists` copies of the graph would.
-                picks = part[np.concatenate([self._sample(measured[part], per_list, a["rng"])
-                                             for _ in range(lists)])]
-                item = Item(arrays, cfg_all[picks], label_all[picks])
-                a["losses"].append(self._step([item], 1, lists * per_list, a["rng"],
-                                              lists=lists, learning_rate=a["rate"]))
-                if self.step_ % every and self.step_ < until:
-                    continue
-                tau = None
-                if validate:
-                    tau = self._inner_tau(arrays, cfg_all[inner], measured[inner])
-                    if tau > a["best_tau"]:
-                        a["best_tau"], a["best_params"] = tau, self.params_
-                        a["best_step"] = self.step_
-                    if tau >= a["reference"] + float(s["in_graph_min_gain"]):
-                        a["reference"], a["waited"] = tau, 0
-                    else:
-                        a["waited"] += 1
-                        a["stopped"] = a["waited"] >= int(s["in_graph_patience"])
-                clock["spent"] += time.perf_counter() - clock["since"]
-                clock["cpu"] += time.process_time() - clock["cpu_since"]
-                record = {"epoch": self.step_, "learning_rate": a["rate"], "phase": phase,
-                          "train_loss": float(np.mean(a["losses"])), "valid_loss": None,
-                          "valid_opa": None, "inner_tau": tau,
-                          "seconds": round(clock["spent"], 3),
-                          "cpu_seconds": round(clock["cpu"], 3)}
-                a["losses"] = []
-                self.history_.append(record)
-                if on_epoch is not None:
-                    on_epoch(record)
-                clock["since"], clock["cpu_since"] = time.perf_counter(), time.process_time()
-            a["params"], a["moments"], a["step"] = self.params_, self.moments_, self.step_
+        def tau(positions: np.ndarray) -> float:
+            return self._inner_tau(arrays, cfg_all[positions], measured[positions])
 
-        everything = np.arange(len(rows))
-        if not usable:
-            rate = sorted(grid)[len(grid) // 2]
-            run(arm(rate, 0, everything), rung, "fixed", validate=False)
-            self.chosen_ = {"learning_rate": rate, "steps": rung, "inner_tau": None,
-                            "inner_configs": 0, "refit": False}
-            return self
-        arms = [arm(rate, i, train) for i, rate in enumerate(grid)]
-        for a in arms:
-            run(a, min(rung, budget), "rung", validate=True)
-        # Ties go to the first rate of the grid.
-        best = max(arms, key=lambda a: (a["best_tau"], -arms.index(a)))
-        run(best, budget, "chosen", validate=True)
-        self.chosen_ = {"learning_rate": best["rate"], "steps": best["best_step"],
-                        "inner_tau": round(float(best["best_tau"]), 4),
-                        "inner_configs": int(n_inner), "refit": bool(s["in_graph_refit"])}
-        if s["in_graph_refit"]:
-            again = arm(best["rate"], len(grid), everything)
-            run(again, max(best["best_step"], 1), "refit", validate=False)
-            self.params_ = again["params"]
-        else:
-            self.params_ = best["best_params"]
+        self.chosen_ = fit_by_inner_validation(self, measured, s, draw, step, tau, on_epoch)
         return self
 
     def _inner_tau(self, arrays: GraphArrays, cfg: np.ndarray, runtime: np.ndarray) -> float:
