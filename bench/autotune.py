@@ -48,8 +48,9 @@ Strategies ("peers") in the same run:
 - random search, exact (`expected_random_best`, `expected_random_draws`: order statistics
   of a uniform sample without replacement, no simulation);
 - the tuner (`xlarank.Tuner` without a prior, its default strategy: exploit the
-  booster's prediction after a diverse cold start) and each part turned on or off: a
-  random cold start, a lower confidence bound (kappa 0.5 on the bootstrap sd),
+  booster's prediction after a cold start, diverse on layout, random on tile) and each
+  part turned on or off: a random cold start, a diverse one on tile too, a lower
+  confidence bound (kappa 0.5 on the bootstrap sd),
   within-batch diversity (0.02), a 10% random share; and the tuner given --prior's model
   (its cold start and a column from the prior's score);
 - prior order without feedback (--prior MODELS_DIR: the model of the file's collection
@@ -106,9 +107,10 @@ NOISE_RULE = ("the median over configs measured twice or more of |r1 - r2| (thei
               "two measurements in file order), in ns and relative to the best median; "
               "no config measured twice: noise unknown (None), target the best itself")
 TUNER = "tuner"
-# Each part of the tuner against its default (exploitation after a diverse cold start).
+# Each part of the tuner against its default (exploitation after its cold start).
 ABLATIONS = {
     "tuner, random cold start": replace(BoosterStrategy(), cold="random"),
+    "tuner, diverse cold start (tile too)": replace(BoosterStrategy(), cold="diverse"),
     "tuner + LCB (kappa 0.5 on the bootstrap sd)": replace(BoosterStrategy(), kappa=0.5),
     "tuner + diversity 0.02": replace(BoosterStrategy(), diversity=0.02),
     "tuner + 10% random": replace(BoosterStrategy(), random_share=0.1),

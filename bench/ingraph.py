@@ -14,7 +14,9 @@ than 2 distinct configs is listed and left out.
 Rows:
 - rank-graph: `xlarank.rank_graph` (its graph-local model chosen per split by K-fold
   validation on the measured configs: the booster on raw config columns + graph-local
-  features, the raw-column regression, or their blend; the record counts each choice);
+  features, the raw-column regression, or their blend; under 20 measured distinct
+  configs, no folds, the booster blended with the similarity score; the record counts
+  each choice);
 - rank-graph --prior MODEL: the same plus a cross-graph model's score (only with --prior;
   the model of the file's collection under that folder);
 - rank-graph + gnn, rank-graph + gru: the same plus the gnn or the gru embedding columns
@@ -67,7 +69,7 @@ from xlarank.rank.train import train_ranker
 ROOT = Path(__file__).resolve().parents[1]
 FRACTIONS = (0.5, 0.2, 0.1, 0.05)
 SEEDS = 10
-THREADS = 2
+THREADS = 1
 PEER_PARAMS = dict(n_estimators=300, learning_rate=0.05, num_leaves=31, min_child_samples=5,
                    verbose=-1)
 RANK_GRAPH = "rank-graph"

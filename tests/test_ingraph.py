@@ -249,14 +249,41 @@ def test_the_choice_sees_only_measured_configs_and_copies_stay_in_one_fold():
     assert copied.measured_distinct == 60
 
 
-def test_few_measured_configs_keep_the_booster_without_folds():
+def test_few_measured_configs_blend_the_booster_with_the_similarity_without_folds():
     from xlarank.rank.ingraph import MIN_MEASURED_FOR_CHOICE, choose_model
 
     x, raw, runtime = choice_inputs("raw")
     rows = np.arange(MIN_MEASURED_FOR_CHOICE - 1)
     choice = choose_model(x, ["a", "b", "c"], raw, rows, runtime[rows], rows)
-    assert (choice.model, choice.folds, choice.validation_tau) == ("booster", 0, {})
+    assert (choice.model, choice.folds, choice.validation_tau) == (
+        "booster + similarity", 0, {})
     assert "fewer than" in choice.describe()
+
+
+def test_the_similarity_ranks_by_resemblance_to_the_fast_measured_configs():
+    from xlarank.rank.ingraph import similarity_scores
+
+    # Runtime rises with input 0; input 1 is equal on the fastest and slowest measured.
+    x = np.array([[0, 1], [1, 0], [2, 2], [3, 0], [4, 2], [5, 1]], np.float32)
+    rows = np.array([0, 2, 5])
+    score = similarity_scores(x, rows, np.array([10.0, 20.0, 30.0]), rows)
+    assert score.shape == (6,)
+    assert np.all(np.diff(score) < 0), "lower input 0, nearer the fast config, first"
+    # A copy of a measured config counts once: the same scores.
+    twice = similarity_scores(x, np.r_[rows, 0], np.array([10.0, 20.0, 30.0, 10.0]),
+                              np.r_[rows, 0])
+    np.testing.assert_allclose(twice, score)
+
+
+def test_few_measured_configs_rank_with_the_similarity(samples):
+    from xlarank.rank.ingraph import BOOSTER_SIMILARITY
+
+    graph = load_graph(sample(samples, "unet3d.npz"))
+    measured, _, _ = distinct_split(graph, 0.02, seed=0)
+    ranked = rank_graph(graph, measured, seed=0, threads=1)
+    choice = ranked.attrs["in_graph_model"]
+    assert choice["model"] == BOOSTER_SIMILARITY and choice["folds"] == 0
+    assert choice["measured_distinct"] < 20
 
 
 def test_rank_graph_says_what_it_chose(samples, tmp_path):

@@ -25,6 +25,7 @@ from xlarank.rank.strategies import (
     RandomStrategy,
     TunerStrategy,
     make_strategy,
+    max_min_hamming,
     parse_strategy_options,
     suggestions,
 )
@@ -147,6 +148,27 @@ def test_cold_start_without_prior_is_diverse(unet3d):
     tuner.tell([5], [1e6])
     again = tuner.suggest(8)
     assert (again["reason"] == COLD_START).all() and 5 not in set(again["config_index"])
+
+
+def test_the_default_cold_start_is_diverse_on_layout_and_random_on_tile(unet3d, tiny_data):
+    from dataclasses import replace
+
+    for graph, kind in ((unet3d, "diverse"), (tile_graph(tiny_data), "random")):
+        asked = Tuner(graph, seed=3, threads=1).ask(8)
+        same = Tuner(graph, seed=3, threads=1,
+                     strategy=replace(BoosterStrategy(), cold=kind)).ask(8)
+        np.testing.assert_array_equal(asked, same)
+
+
+def test_ties_in_the_diverse_cold_start_are_drawn_at_random():
+    # Four configs all differing in every column: every pick after the first ties.
+    raw = np.arange(16).reshape(4, 4)
+    free, none = np.arange(4), np.array([], np.int64)
+    batches = {tuple(max_min_hamming(raw, free, none, 2, np.random.default_rng(seed)))
+               for seed in range(20)}
+    firsts = {b[0] for b in batches}
+    seconds_after_0 = {b[1] for b in batches if b[0] == 0}
+    assert len(firsts) > 1 and len(seconds_after_0) > 1, "not the lowest id every time"
 
 
 class ScorePrior:

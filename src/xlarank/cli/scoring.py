@@ -121,11 +121,11 @@ def suggest(
                                       "suggestions.")] = 0,
     strategy: Annotated[str, typer.Option(
         help="How configs are picked: booster (the in-graph booster after a diverse cold "
-             "start) or random (random search).")] = "booster",
+             "start, random on tile graphs) or random (random search).")] = "booster",
     strategy_option: Annotated[list[str] | None, typer.Option(
         "--strategy-option", metavar="KEY=VALUE",
         help="A setting of the strategy, repeatable: booster takes bootstraps, kappa, "
-             "random_share, diversity, important, cold (diverse or random).")] = None,
+             "random_share, diversity, important, cold (auto, diverse or random).")] = None,
     threads: OwnThreadsOption = 0,
 ) -> None:
     """Which configs to measure next: distinct configs, none a duplicate of a measured

@@ -29,7 +29,14 @@ quantiles). Each candidate's held-out scores, each from the fold model that held
 config out, are compared with the measured runtimes by one Kendall tau; the highest
 wins, ties going to the booster, then the blend. With fewer than
 `MIN_MEASURED_FOR_CHOICE` distinct configs measured, folds are too small to tell them
-apart and the booster is used. What was chosen, and why, is the table's
+apart, and the booster alone varies most there: with 5 to 19 configs its trees split on
+whichever of hundreds of columns happen to agree with those few runtimes. There it is
+blended (`BOOSTER_SIMILARITY`: the mean of rank quantiles) with `similarity_scores`,
+which leans on every input at once: each config scores by how much it resembles the
+fast measured configs more than the slow ones, the limit of ridge regression as its
+penalty grows, with nothing fitted and no setting to choose (bench/ingraph.py and
+docs/rank-graph.md: higher worst seeds on the imported layout record, unet3d with 10 or
+17 measured and the synthetic files). What was chosen, and why, is the table's
 ``attrs["in_graph_model"]`` (`InGraphChoice.as_dict`).
 
 What was measured (the CSV, repeats and copies merged, the graph's distinct configs, the
@@ -89,8 +96,11 @@ RAW_COLUMNS_BOOSTER = RankerSpec(
     objective="regression", num_rounds=300,
     params={"learning_rate": 0.05, "num_leaves": 31, "min_data_in_leaf": 5})
 BOOSTER, RAW_COLUMNS, BLEND = "booster", "raw-columns", "blend"
+SIMILARITY, BOOSTER_SIMILARITY = "similarity", "booster + similarity"
 # In order of preference where their validation taus tie.
 IN_GRAPH_MODELS = (BOOSTER, BLEND, RAW_COLUMNS)
+# Where too few configs are measured to choose (`MIN_MEASURED_FOR_CHOICE`).
+FEW_MEASURED_MODEL = BOOSTER_SIMILARITY
 # Below this many measured distinct configs a fold holds three or fewer: its tau says
 # more about the split than about the model.
 MIN_MEASURED_FOR_CHOICE = 20
@@ -99,7 +109,8 @@ CHOICE_FOLDS = 5
 
 @dataclasses.dataclass(frozen=True)
 class InGraphChoice:
-    """Which graph-local model ranked a graph: model (one of `IN_GRAPH_MODELS`), each
+    """Which graph-local model ranked a graph: model (one of `IN_GRAPH_MODELS`, or
+    `FEW_MEASURED_MODEL` where no choice was made), each
     candidate's Kendall tau on the measured configs, each scored by the fold model that
     held it out (empty where no choice was made), the fold count (0: no choice) and the
     number of measured distinct configs."""
@@ -116,7 +127,8 @@ class InGraphChoice:
         """One line for ``--verbose``."""
         if not self.folds:
             return (f"in-graph model: {self.model} ({self.measured_distinct} distinct "
-                    f"configs measured, fewer than {MIN_MEASURED_FOR_CHOICE} to choose on)")
+                    f"configs measured: fewer than {MIN_MEASURED_FOR_CHOICE}, or a fold of "
+                    "equal runtimes, leave nothing to choose on)")
         taus = ", ".join(f"{name} {tau:.3f}" for name, tau in self.validation_tau.items())
         return (f"in-graph model: {self.model}, chosen by {self.folds}-fold validation on "
                 f"{self.measured_distinct} measured distinct configs (held-out tau {taus})")
@@ -282,17 +294,20 @@ def candidate_scores(models: tuple[str, ...], x: np.ndarray, names: list[str],
                      raw: np.ndarray, rows: np.ndarray, runtime: np.ndarray,
                      group: np.ndarray, scored: np.ndarray | None, seed: int,
                      threads: int | None) -> dict[str, np.ndarray]:
-    """float64 (n_scored,) per model of ``models`` (names in `IN_GRAPH_MODELS`): its score
+    """float64 (n_scored,) per model of ``models`` (names in `IN_GRAPH_MODELS`, or
+    `SIMILARITY`, `BOOSTER_SIMILARITY`): its score
     (higher is faster) of the configs ``scored`` (int64 (n_scored,); None: all), fitted
     on the measured configs ``rows`` (int64 (m,) ids into x (n_configs, n_inputs) and
     raw (n_configs, n_raw)) with their runtimes (float64 (m,)) and distinct configs
     ``group`` (int64 (m,)). The booster fits every measured config index (copies weigh as
     measured); the raw-column regression, like the peer it is, one row per distinct
-    config; the blend is the mean of the two's rank quantiles and reuses their fits."""
+    config; the blend is the mean of the two's rank quantiles and reuses their fits; the
+    similarity is `similarity_scores` on the booster's inputs x, and its blend with the
+    booster the mean of their rank quantiles."""
 
     scored = np.arange(len(x)) if scored is None else scored
     scores = {}
-    if BOOSTER in models or BLEND in models:
+    if {BOOSTER, BLEND, BOOSTER_SIMILARITY} & set(models):
         booster = fit_booster(x[rows], rank_target(runtime), names, seed, threads)
         scores[BOOSTER] = -predict_booster(booster, x[scored], names)
     if RAW_COLUMNS in models or BLEND in models:
@@ -304,7 +319,32 @@ def candidate_scores(models: tuple[str, ...], x: np.ndarray, names: list[str],
                                                RAW_COLUMNS_BOOSTER)
     if BLEND in models:
         scores[BLEND] = blend(scores[BOOSTER], scores[RAW_COLUMNS])
+    if SIMILARITY in models or BOOSTER_SIMILARITY in models:
+        scores[SIMILARITY] = similarity_scores(x, rows, runtime, group)[scored]
+    if BOOSTER_SIMILARITY in models:
+        # A booster that could not split (2 or 3 configs) stays flat, so that rank-graph
+        # says so and orders by the nearest measured config, as without the similarity.
+        scores[BOOSTER_SIMILARITY] = (scores[BOOSTER] if np.ptp(scores[BOOSTER]) == 0
+                                      else blend(scores[BOOSTER], scores[SIMILARITY]))
     return {model: scores[model] for model in models}
+
+
+def similarity_scores(x: np.ndarray, rows: np.ndarray, runtime: np.ndarray,
+                      group: np.ndarray) -> np.ndarray:
+    """float64 (n_configs,): each config's resemblance to the fast measured configs over
+    the slow ones (higher is faster): the sum over the measured distinct configs i of
+    (mean quantile - quantile_i) <z, z_i>, z the inputs x (n_configs, n_inputs) each
+    standardised over the graph's configs, quantile_i the rank quantile (`rank_target`)
+    of config i's runtime (rows, runtime, group as in `candidate_scores`; copies of one
+    config count once). Ridge regression of the quantile on z orders configs this way as
+    its penalty grows: no split is chosen on a few rows, every input counts."""
+    _, once = np.unique(group, return_index=True)
+    z = x.astype(np.float64)
+    z -= z.mean(axis=0)
+    sd = z.std(axis=0)
+    z /= np.where(sd > 0, sd, 1.0)
+    quantile = rank_target(runtime[once])
+    return z @ (z[rows[once]].T @ (quantile.mean() - quantile))
 
 
 def blend(booster: np.ndarray, raw_columns: np.ndarray) -> np.ndarray:
@@ -326,20 +366,20 @@ def choose_model(x: np.ndarray, names: list[str], raw: np.ndarray, rows: np.ndar
     the other folds and scores one row per distinct config of the held-out fold; its
     Kendall tau over all the held-out scores decides, the highest winning, ties in
     `IN_GRAPH_MODELS`' order. Fewer than `MIN_MEASURED_FOR_CHOICE` distinct configs
-    measured, or a fold whose fitting configs all ran equally fast: the booster, no
-    folds."""
+    measured, or a fold whose fitting configs all ran equally fast: `FEW_MEASURED_MODEL`,
+    no folds."""
     from scipy.stats import kendalltau
 
     distinct, first = np.unique(group, return_index=True)
     if len(distinct) < MIN_MEASURED_FOR_CHOICE:
-        return InGraphChoice(BOOSTER, {}, 0, len(distinct))
+        return InGraphChoice(FEW_MEASURED_MODEL, {}, 0, len(distinct))
     fold_of = np.empty(len(distinct), np.int64)
     fold_of[np.random.default_rng(seed).permutation(len(distinct))] = (
         np.arange(len(distinct)) % CHOICE_FOLDS)
     fold = fold_of[np.searchsorted(distinct, group)]
     folds = [k for k in range(CHOICE_FOLDS) if np.ptp(runtime[fold != k]) > 0]
     if len(folds) < CHOICE_FOLDS:
-        return InGraphChoice(BOOSTER, {}, 0, len(distinct))
+        return InGraphChoice(FEW_MEASURED_MODEL, {}, 0, len(distinct))
 
     def held_out_scores(k: int) -> dict[str, np.ndarray]:
         # One thread a fit: a booster of tens of configs spends more time waking threads

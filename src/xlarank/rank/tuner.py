@@ -13,9 +13,10 @@ is measured under all. With fewer than two distinct measured configs (or all mea
 runtimes equal) there is nothing to fit, and the strategy's cold start answers. The
 default strategy (`BoosterStrategy`, "booster"):
 
-- cold start: the prior's best configs when a prior is given, else a diverse batch
-  (greedy max-min Hamming distance on the raw config columns, from the measured configs
-  and a seeded first pick);
+- cold start: the prior's best configs when a prior is given, else on a layout graph a
+  diverse batch (greedy max-min Hamming distance on the raw config columns, from the
+  measured configs and a seeded first pick, ties drawn at random), on a tile graph a
+  random one;
 - prediction: a booster fitted on every measured distinct config (its median runtime's
   rank quantile), predicting each unmeasured one;
 - uncertainty: ``bootstraps`` more boosters, each on a bootstrap sample of the measured
@@ -27,7 +28,7 @@ default strategy (`BoosterStrategy`, "booster"):
   a config already in the batch is pushed back by ``diversity`` per such config (on the
   quantile scale), so one batch does not spend itself on near copies.
 
-Its defaults exploit the prediction after a diverse cold start, with the uncertainty
+Its defaults exploit the prediction after that cold start, with the uncertainty
 reported, not acted on (chosen on bench/autotune.py's replay; docs/rank-graph.md).
 `RandomStrategy` ("random") is random search.
 
