@@ -209,3 +209,11 @@ def test_rank_graph_refuses_an_unknown_system_and_a_prior_for_another_system(sam
         assert result.exit_code == 2
         assert message in result.output and "Traceback" not in result.output
         assert not (tmp_path / "r.csv").exists()
+
+
+@pytest.mark.parametrize("name", ["tpugraphs-gnn", "competition-gnn"])
+def test_an_unfitted_gnn_system_refuses_to_score(name, samples):
+    """Both GNN systems refuse a score before a fit, through the one check they share."""
+    graph = load_graph(next(p for p in samples if p.stem == "unet3d"), configs=False)
+    with pytest.raises(XlarankError, match=f"system {name}: fit or fit_graph first"):
+        get_system(name)().score(graph)

@@ -68,7 +68,7 @@ class DistinctConfigs:
 
 
 def row_groups(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The equal rows of x float32 (n, k), as ``np.unique(x, axis=0, return_index=True,
+    """The equal rows of x (n, k) numbers, as ``np.unique(x, axis=0, return_index=True,
     return_inverse=True)`` numbers them: first int64 (n_groups,) each group's lowest row,
     groups in ascending lexicographic order of their rows; group int64 (n,) each row's.
 

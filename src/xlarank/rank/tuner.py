@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from xlarank.data.distinct import row_groups
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.features.build import featurize_graph
 from xlarank.rank.ingraph import (
@@ -227,8 +228,7 @@ class Tuner:
         share = np.cumsum(raw_gain[order]) / raw_gain.sum()
         top = order[: int(np.searchsorted(share, important)) + 1]
         columns = [self._raw_names[names[i]] for i in top]
-        _, ids = np.unique(self.raw[:, columns], axis=0, return_inverse=True)
-        return ids.ravel().astype(np.int64)
+        return row_groups(self.raw[:, columns])[1]
 
 
 def suggest_next(graph, measured_path: str | Path | None, batch: int, prior=None,

@@ -159,6 +159,17 @@ class RankingSystem(ABC):
         raise XlarankError(f"system {self.name} cannot be loaded")
 
 
+def check_scorable(system: RankingSystem, graph: TileGraph | LayoutGraph) -> None:
+    """Refuse scoring before a fit (no ``params_``), or a graph of the other kind than the
+    one the system was trained on (``kind_``: "tile" or "layout")."""
+    if getattr(system, "params_", None) is None:
+        raise XlarankError(f"system {system.name}: fit or fit_graph first")
+    kind = "tile" if isinstance(graph, TileGraph) else "layout"
+    if kind != system.kind_:
+        raise XlarankError(f"system {system.name}: trained on {system.kind_} graphs, "
+                           f"given a {kind} graph")
+
+
 def measured_target(graph: TileGraph | LayoutGraph, runtime: pd.Series) -> pd.Series:
     """The in-graph training target of measured medians (indexed by config index): tile
     runtimes over their normalizers, as the tile metric compares them, unless the file's

@@ -19,7 +19,7 @@ from xlarank.data.distinct import distinct_configs
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.errors import XlarankError
 from xlarank.features.jax_common import sampled_layout_configs
-from xlarank.systems import EpochCallback, RankingSystem
+from xlarank.systems import EpochCallback, RankingSystem, check_scorable
 from xlarank.systems.competition_gnn.model import (
     LAYOUT_VALUES,
     NODE_COLUMNS,
@@ -416,17 +416,9 @@ class CompetitionGnn(RankingSystem):
 
     # -- scoring ----------------------------------------------------------------------
 
-    def _check(self, graph) -> None:
-        if getattr(self, "params_", None) is None:
-            raise XlarankError(f"system {self.name}: fit or fit_graph first")
-        kind = "tile" if isinstance(graph, TileGraph) else "layout"
-        if kind != self.kind_:
-            raise XlarankError(f"system {self.name}: trained on {self.kind_} graphs, "
-                               f"given a {kind} graph")
-
     def score(self, graph) -> np.ndarray:
         """Every config, in consecutive passes of `_chunks` configs in index order."""
-        self._check(graph)
+        check_scorable(self, graph)
         _, outputs = _jitted()
         inputs = graph_inputs(graph)
         chunk = self._chunks(graph.n_configs)
@@ -440,7 +432,7 @@ class CompetitionGnn(RankingSystem):
         """float64 (len(rows),): the scores (higher is faster) of the configs ``rows``
         alone, passed in their order: with cross-config attention they differ a little
         from `score`'s, whose passes hold other configs."""
-        self._check(graph)
+        check_scorable(self, graph)
         rows = np.asarray(rows, np.int64)
         return -self._outputs_of(graph_inputs(graph), self._raw_configs(graph, rows))
 

@@ -14,7 +14,7 @@ from xlarank.data.collections import Collection
 from xlarank.data.graph import TileGraph, load_graph
 from xlarank.errors import XlarankError
 from xlarank.features.jax_common import sampled_layout_configs
-from xlarank.systems import EpochCallback, RankingSystem
+from xlarank.systems import EpochCallback, RankingSystem, check_scorable
 from xlarank.systems.inner import IN_GRAPH, fit_by_inner_validation
 from xlarank.systems.tpugraphs_gnn.batches import (
     Item,
@@ -327,12 +327,8 @@ class TpuGraphsGnn(RankingSystem):
         return min(self._chunk(arrays), _bucket(n_configs))
 
     def score(self, graph) -> np.ndarray:
-        if getattr(self, "params_", None) is None:
-            raise XlarankError(f"system {self.name}: fit or fit_graph first")
-        kind = "tile" if isinstance(graph, TileGraph) else "layout"
-        if kind != self.kind_:
-            raise XlarankError(f"system {self.name}: trained on {self.kind_} graphs, "
-                               f"given a {kind} graph")
+        check_scorable(self, graph)
+        kind = self.kind_
         _, evaluate = _jitted()
         arrays = graph_arrays(graph, self.stats_)
         chunk = self._chunk_for(arrays, graph.n_configs)
