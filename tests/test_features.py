@@ -127,8 +127,8 @@ def test_frames_group_configs_as_distinct_configs_does_in_config_order(samples, 
 
 def test_row_groups_number_rows_as_np_unique_does(samples, tiny_data):
     """distinct_configs' grouping (a lexsort) against np.unique(axis=0): random rows with
-    many repeats, -0.0 beside 0.0, no rows, no columns, and every real and generated
-    graph's raw config columns."""
+    many repeats, -0.0 beside 0.0, no rows, no columns, constant columns, one repeated
+    row, and every real and generated graph's raw config columns."""
     from xlarank.data.distinct import config_columns, row_groups
 
     rng = np.random.default_rng(7)
@@ -136,7 +136,14 @@ def test_row_groups_number_rows_as_np_unique_does(samples, tiny_data):
              for n, k in ((1, 1), (2, 3), (500, 1), (800, 4), (3000, 24))]
     signed = rng.integers(-1, 2, (200, 5)).astype(np.float32)
     signed[signed == 0] = rng.choice([0.0, -0.0], int((signed == 0).sum()))
-    cases += [signed, np.zeros((0, 6), np.float32), np.zeros((5, 0), np.float32)]
+    # Constant columns between varying ones (row_groups sorts on the varying ones), and
+    # rows that are all one row.
+    constant = np.hstack([np.full((300, 3), 2.0, np.float32),
+                          rng.integers(0, 2, (300, 2)).astype(np.float32),
+                          np.full((300, 4), -1.0, np.float32),
+                          rng.integers(-1, 1, (300, 1)).astype(np.float32)])
+    cases += [signed, np.zeros((0, 6), np.float32), np.zeros((5, 0), np.float32), constant,
+              np.ones((4, 7), np.float32)]
     files = [*sorted((tiny_data / "npz").rglob("*.npz"))[:12], *samples]
     cases += [config_columns(load_graph(p)) for p in files]
     for x in cases:

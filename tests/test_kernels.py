@@ -27,6 +27,7 @@ from xlarank.kernels.configs import (
     layout_node_slots,
     tile_config_joined,
 )
+from xlarank.kernels.configs import _node_groups
 from xlarank.kernels.graph import (
     column_mean_max,
     csr_by_row,
@@ -99,6 +100,60 @@ def test_layout_kernels_random(seed):
                                naive.layout_config_joined(*inputs), rtol=1e-5, atol=1e-6)
     slots = rng.integers(-1, max(nc, 1), size=5).astype(np.int64) if nc else np.full(5, -1)
     configs, dims, _, default, pos, info, operand_dims = inputs
+    slot_inputs = (configs, slots, dims, default, pos, info, operand_dims)
+    np.testing.assert_allclose(layout_node_slots(*slot_inputs),
+                               naive.layout_node_slots(*slot_inputs), rtol=1e-5, atol=1e-6)
+
+
+def repeated_layout_inputs(rng, c, nc):
+    """`random_layout_inputs` whose configs take 1-3 rows per node, as real ones do
+    (FORMAT.md: 1.4-2.0 distinct output layouts per node), so nodes' groups repeat."""
+    inputs = random_layout_inputs(rng, c, nc)
+    pools = rng.integers(-1, 4, size=(nc, 3, 18)).astype(np.int8)
+    choice = rng.integers(0, rng.integers(1, 4, size=nc), size=(c, nc))
+    configs = pools[np.arange(nc), choice]
+    return (np.ascontiguousarray(configs),) + inputs[1:]
+
+
+def node_groups_reference(configs, j, operand_pos):
+    """(reps, ids) by np.unique over the 30 bytes node j's features read: its row, then
+    the first 6 columns of each configurable operand's row (zeros where none)."""
+    c = len(configs)
+    parts = [configs[:, j, :]] + [configs[:, p, :6] if p >= 0 else np.zeros((c, 6), np.int8)
+                                  for p in operand_pos[j]]
+    keys = np.ascontiguousarray(np.hstack(parts)).view(np.dtype((np.void, 30)))[:, 0]
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    renumber = np.empty_like(order)
+    renumber[order] = np.arange(len(order))
+    return first[order], renumber[inverse.reshape(-1)]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_node_groups_against_unique_keys(seed):
+    rng = np.random.default_rng(seed)
+    c, nc = int(rng.integers(1, 400)), int(rng.integers(1, 12))
+    make = repeated_layout_inputs if seed % 2 else random_layout_inputs
+    configs, *_, operand_pos, _, _ = make(rng, c, nc)
+    for j in range(nc):
+        ids = np.empty(c, np.int64)
+        reps = _node_groups(configs, j, operand_pos, ids)
+        expected_reps, expected_ids = node_groups_reference(configs, j, operand_pos)
+        np.testing.assert_array_equal(reps, expected_reps)
+        np.testing.assert_array_equal(ids, expected_ids)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_layout_kernels_repeated_node_layouts(seed):
+    # The kernels compute each node's terms once per group of configs: with repeats,
+    # every copy must get its group's terms.
+    rng = np.random.default_rng(100 + seed)
+    c, nc = int(rng.integers(1, 200)), int(rng.integers(1, 12))
+    inputs = repeated_layout_inputs(rng, c, nc)
+    np.testing.assert_allclose(layout_config_joined(*inputs),
+                               naive.layout_config_joined(*inputs), rtol=1e-5, atol=1e-6)
+    configs, dims, _, default, pos, info, operand_dims = inputs
+    slots = rng.integers(-1, nc, size=6).astype(np.int64)
     slot_inputs = (configs, slots, dims, default, pos, info, operand_dims)
     np.testing.assert_allclose(layout_node_slots(*slot_inputs),
                                naive.layout_node_slots(*slot_inputs), rtol=1e-5, atol=1e-6)
@@ -227,6 +282,13 @@ def test_kernels_match_reference_on_real_samples(samples):
             np.testing.assert_allclose(layout_node_slots(*slot_inputs),
                                        naive.layout_node_slots(*slot_inputs), rtol=1e-5,
                                        atol=1e-6)
+            some = np.ascontiguousarray(inputs[0][:300])
+            for j in range(some.shape[1]):
+                ids = np.empty(len(some), np.int64)
+                reps = _node_groups(some, j, pos, ids)
+                expected_reps, expected_ids = node_groups_reference(some, j, pos)
+                np.testing.assert_array_equal(reps, expected_reps)
+                np.testing.assert_array_equal(ids, expected_ids)
         checked += 1
     assert checked == len(samples)
 

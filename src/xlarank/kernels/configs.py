@@ -178,6 +178,69 @@ def layout_config_means(configs):
     return out
 
 
+@njit(cache=True, inline="always")
+def _packed(configs, i, j, start, count):
+    """uint64: configs[i, j, start:start + count] (count <= 8) as the bytes of one word."""
+    word = np.uint64(0)
+    for s in range(count):
+        word |= np.uint64(np.uint8(configs[i, j, start + s])) << np.uint64(8 * s)
+    return word
+
+
+@njit(cache=True, nogil=True)
+def _node_groups(configs, j, operand_pos, ids):
+    """int64 (n_groups,): one config of each group of configs that agree on all that the
+    per-node features of configurable node j read: its own 18 columns and the output
+    layouts of its configurable operands. ids (n_configs,) is filled with each config's
+    group, numbered by first appearance.
+
+    Why: per node, real configs take a handful of such values (FORMAT.md: 1.4-2.0
+    distinct output layouts; at most 24 of these 30-byte keys on the real samples), so the
+    features are computed once a group and copied, where computing them per config was
+    most of featurizing an nlp random file besides inflating it.
+    """
+    c = configs.shape[0]
+    pos0 = operand_pos[j, 0]
+    pos1 = operand_pos[j, 1]
+    bits = 1
+    while (1 << bits) < 2 * c:
+        bits += 1
+    size = 1 << bits
+    mask = size - 1
+    table = np.full(size, -1, dtype=np.int64)
+    keys = np.empty((c, 4), dtype=np.uint64)
+    reps = np.empty(c, dtype=np.int64)
+    n_groups = 0
+    for i in range(c):
+        k0 = _packed(configs, i, j, 0, 8)
+        k1 = _packed(configs, i, j, 8, 8)
+        k2 = _packed(configs, i, j, 16, 2)
+        if pos0 >= 0:
+            k2 |= _packed(configs, i, pos0, 0, 6) << np.uint64(16)
+        k3 = _packed(configs, i, pos1, 0, 6) if pos1 >= 0 else np.uint64(0)
+        h = (k0 * np.uint64(0x9E3779B97F4A7C15)) ^ (k1 * np.uint64(0xC2B2AE3D27D4EB4F)) ^ (
+            k2 * np.uint64(0x165667B19E3779F9)) ^ (k3 * np.uint64(0xD6E8FEB86659FD93))
+        slot = np.int64((h ^ (h >> np.uint64(29))) & np.uint64(mask))
+        while True:
+            g = table[slot]
+            if g < 0:
+                table[slot] = n_groups
+                keys[n_groups, 0] = k0
+                keys[n_groups, 1] = k1
+                keys[n_groups, 2] = k2
+                keys[n_groups, 3] = k3
+                reps[n_groups] = i
+                ids[i] = n_groups
+                n_groups += 1
+                break
+            if (keys[g, 0] == k0 and keys[g, 1] == k1 and keys[g, 2] == k2
+                    and keys[g, 3] == k3):
+                ids[i] = g
+                break
+            slot = (slot + 1) & mask
+    return reps[:n_groups]
+
+
 @njit(cache=True, nogil=True)
 def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
                          operand_info, operand_dims):
@@ -194,6 +257,8 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
     operand_dims: int64 (nc, 2, 6) per operand its dims, zero past the rank.
     Columns are named by LAYOUT_JOINED_NAMES. Layouts are the effective ones: the config's
     where it fixes a position, the default elsewhere.
+    Each node's terms are computed once per `_node_groups` group and summed per config in
+    node order, so the sums are the per-config loop's to the bit.
     """
     c, nc, _ = configs.shape
     out = np.zeros((c, 11), dtype=np.float32)
@@ -202,22 +267,27 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
     total_bytes = 0.0
     for j in range(nc):
         total_bytes += node_bytes[j]
-    for i in range(c):
-        n_default = 0.0
-        default_bytes = 0.0
-        minor_bad = 0.0
-        second_bad = 0.0
-        pad_sum = 0.0
-        waste = 0.0
-        waste_max = 0.0
-        relayout = 0.0
-        relayout_n = 0.0
-        relayout_max = 0.0
-        read_waste = 0.0
-        for j in range(nc):
-            # _read_pad_ratio's rule, written out: through the helpers this loop took 2.4x
-            # as long (numba's inlining of them, measured on the real nlp sample).
+    n_default = np.zeros(c)
+    default_bytes = np.zeros(c)
+    minor_bad = np.zeros(c)
+    second_bad = np.zeros(c)
+    pad_sum = np.zeros(c)
+    waste = np.zeros(c)
+    waste_max = np.zeros(c)
+    relayout = np.zeros(c)
+    relayout_n = np.zeros(c)
+    relayout_max = np.zeros(c)
+    read_waste = np.zeros(c)
+    ids = np.empty(c, dtype=np.int64)
+    # Per group: kept default, minor unaligned, second unaligned, pad ratio, relayout
+    # bytes, count and largest, and the read waste of each operand.
+    terms = np.empty((c, 9))
+    for j in range(nc):
+        reps = _node_groups(configs, j, operand_pos, ids)
+        for g in range(len(reps)):
+            i = reps[g]
             for slot in range(2):
+                terms[g, 7 + slot] = 0.0
                 pos = operand_pos[j, slot]
                 if pos == -2:
                     continue
@@ -229,40 +299,55 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
                 if second_id < 0:
                     second_id = (made[j, slot, 1] if pos < 0
                                  else _effective(configs, i, pos, 1, default_layout))
-                read_waste += operand_info[j, slot, 0] * (
+                terms[g, 7 + slot] = operand_info[j, slot, 0] * (
                     read_pads[j, slot, minor_id + 1, second_id + 1] - 1.0)
-            if _keeps_default(configs, i, j, default_layout):
-                n_default += 1.0
-                default_bytes += node_bytes[j]
+            terms[g, 0] = 1.0 if _keeps_default(configs, i, j, default_layout) else 0.0
             ratio, minor, second = _pad_ratio(configs, i, j, dims, default_layout)
-            if minor % 128 != 0:
-                minor_bad += node_bytes[j]
-            if second % 8 != 0:
-                second_bad += node_bytes[j]
-            pad_sum += ratio * node_bytes[j]
-            node_waste = node_bytes[j] * (ratio - 1.0)
-            waste += node_waste
-            if node_waste > waste_max:
-                waste_max = node_waste
+            terms[g, 1] = 1.0 if minor % 128 != 0 else 0.0
+            terms[g, 2] = 1.0 if second % 8 != 0 else 0.0
+            terms[g, 3] = ratio
             moved, moves, largest = _relayouts(configs, i, j, default_layout, operand_pos,
                                                operand_info)
-            relayout += moved
-            relayout_n += moves
-            if largest > relayout_max:
-                relayout_max = largest
+            terms[g, 4] = moved
+            terms[g, 5] = moves
+            terms[g, 6] = largest
+        has0 = operand_pos[j, 0] != -2
+        has1 = operand_pos[j, 1] != -2
+        b = node_bytes[j]
+        # Flags are 0 or 1, and adding +0.0 to a sum of non-negative terms leaves it as it
+        # is: the sums are those of the branches, with no branch to mispredict per config.
+        for i in range(c):
+            t = terms[ids[i]]
+            if has0:
+                read_waste[i] += t[7]
+            if has1:
+                read_waste[i] += t[8]
+            n_default[i] += t[0]
+            default_bytes[i] += t[0] * b
+            minor_bad[i] += t[1] * b
+            second_bad[i] += t[2] * b
+            ratio = t[3]
+            pad_sum[i] += ratio * b
+            node_waste = b * (ratio - 1.0)
+            waste[i] += node_waste
+            waste_max[i] = max(waste_max[i], node_waste)
+            relayout[i] += t[4]
+            relayout_n[i] += t[5]
+            relayout_max[i] = max(relayout_max[i], t[6])
+    for i in range(c):
         if nc > 0:
-            out[i, 0] = n_default / nc
+            out[i, 0] = n_default[i] / nc
         if total_bytes > 0:
-            out[i, 1] = default_bytes / total_bytes
-            out[i, 4] = pad_sum / total_bytes
-        out[i, 2] = np.log1p(minor_bad)
-        out[i, 3] = np.log1p(second_bad)
-        out[i, 5] = np.log1p(waste)
-        out[i, 6] = np.log1p(waste_max)
-        out[i, 7] = np.log1p(relayout)
-        out[i, 8] = relayout_n
-        out[i, 9] = np.log1p(relayout_max)
-        out[i, 10] = np.log1p(read_waste)
+            out[i, 1] = default_bytes[i] / total_bytes
+            out[i, 4] = pad_sum[i] / total_bytes
+        out[i, 2] = np.log1p(minor_bad[i])
+        out[i, 3] = np.log1p(second_bad[i])
+        out[i, 5] = np.log1p(waste[i])
+        out[i, 6] = np.log1p(waste_max[i])
+        out[i, 7] = np.log1p(relayout[i])
+        out[i, 8] = relayout_n[i]
+        out[i, 9] = np.log1p(relayout_max[i])
+        out[i, 10] = np.log1p(read_waste[i])
     return out
 
 
@@ -298,29 +383,37 @@ def layout_node_slots(configs, slots, dims, default_layout, operand_pos, operand
     width = NODE_SLOT_WIDTH
     out = np.zeros((c, width * n_slots), dtype=np.float32)
     read_pads = _read_pad_table(operand_dims)
-    for i in range(c):
-        for k in range(n_slots):
-            j = slots[k]
-            if j < 0:
-                continue
-            col = width * k
-            out[i, col] = 0.0 if _keeps_default(configs, i, j, default_layout) else 1.0
+    ids = np.empty(c, dtype=np.int64)
+    stats = np.empty((c, width))
+    for k in range(n_slots):
+        j = slots[k]
+        if j < 0:
+            continue
+        # Once per `_node_groups` group, then copied to its configs.
+        reps = _node_groups(configs, j, operand_pos, ids)
+        for g in range(len(reps)):
+            i = reps[g]
+            stats[g, 0] = 0.0 if _keeps_default(configs, i, j, default_layout) else 1.0
             fixed = 0.0
             for s in range(6):
                 if configs[i, j, s] >= 0:
                     fixed += 1.0
-            out[i, col + 1] = fixed
-            out[i, col + 2] = _pad_ratio(configs, i, j, dims, default_layout)[0]
+            stats[g, 1] = fixed
+            stats[g, 2] = _pad_ratio(configs, i, j, dims, default_layout)[0]
             for slot in range(2):
-                out[i, col + 3 + slot] = _read_pad_ratio(configs, i, j, slot, default_layout,
-                                                         operand_pos, operand_info,
-                                                         read_pads)
-            out[i, col + 5] = np.log1p(_relayouts(configs, i, j, default_layout, operand_pos,
-                                                  operand_info)[0])
+                stats[g, 3 + slot] = _read_pad_ratio(configs, i, j, slot, default_layout,
+                                                     operand_pos, operand_info, read_pads)
+            stats[g, 5] = np.log1p(_relayouts(configs, i, j, default_layout, operand_pos,
+                                              operand_info)[0])
             for part in range(3):
                 for s in range(2):
-                    out[i, col + 6 + 2 * part + s] = _default_place(
+                    stats[g, 6 + 2 * part + s] = _default_place(
                         configs, i, j, part, s, default_layout, operand_pos, operand_info)
+        col = width * k
+        for i in range(c):
+            g = ids[i]
+            for f in range(width):
+                out[i, col + f] = stats[g, f]
     return out
 
 

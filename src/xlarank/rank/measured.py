@@ -35,6 +35,7 @@ import pandas as pd
 from xlarank.data.distinct import DistinctConfigs as DistinctConfigs
 from xlarank.data.distinct import config_columns as config_columns
 from xlarank.data.distinct import distinct_configs
+from xlarank.data.distinct import varying_columns as varying_columns
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.errors import BadInputError, XlarankError
 from xlarank.files import input_path, open_regular
@@ -217,11 +218,6 @@ def config_groups(graph: TileGraph | LayoutGraph) -> np.ndarray:
     """int64 (n_configs,): for each config, the lowest index of the configs whose raw
     columns are exactly its own (its own index when it has no copy)."""
     return distinct_configs(graph).lowest
-
-
-def varying_columns(x: np.ndarray) -> np.ndarray:
-    """int64 ids of the columns of x (n, m) that vary over its rows."""
-    return np.flatnonzero((x != x[:1]).any(axis=0))
 
 
 def check_known(graph: TileGraph | LayoutGraph, measured: pd.DataFrame,
