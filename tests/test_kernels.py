@@ -35,7 +35,7 @@ from xlarank.kernels.graph import (
     khop_union,
     opcode_histogram,
 )
-from xlarank.kernels.hashing import config_row_hashes
+from xlarank.kernels.hashing import config_row_hashes, first_seen_ids, seen_table
 
 DEFAULT = load_feature_spec(REPO_SPECS.features("default"))
 SEEDS = range(8)
@@ -368,6 +368,30 @@ def test_hashes_group_like_unique_rows(seed):
     assert len(set(zip(by_hash.tolist(), by_rows.reshape(-1).tolist()))) == len(
         set(by_rows.reshape(-1).tolist()))
     assert len(np.unique(hashes)) == len(np.unique(configs.reshape(60, -1), axis=0))
+
+
+@pytest.mark.parametrize("seed", SCALE_SEEDS)
+def test_first_seen_ids_against_a_dict(seed):
+    # Blocks of hashes with repeats within and across blocks (and hashes that share the
+    # table's low bits), numbered by first appearance as a dict numbers them.
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    pool = rng.integers(0, 2**63, int(rng.integers(1, n + 1)), dtype=np.uint64)
+    pool[: len(pool) // 3] <<= np.uint64(20)
+    hashes = pool[rng.integers(0, len(pool), n)]
+    table_hash, table_id = seen_table(n)
+    seen, n_seen, start = {}, 0, 0
+    while start < n:
+        block = hashes[start:start + int(rng.integers(1, 200))]
+        ids, new, n_seen = first_seen_ids(block, table_hash, table_id, n_seen)
+        expected_new = []
+        for r, h in enumerate(block.tolist()):
+            if h not in seen:
+                seen[h] = len(seen)
+                expected_new.append(r)
+        assert ids.tolist() == [seen[h] for h in block.tolist()]
+        assert new.tolist() == expected_new and n_seen == len(seen)
+        start += len(block)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, 6.0, -2.0, 0.5])

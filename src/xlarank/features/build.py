@@ -22,6 +22,7 @@ from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks
 from xlarank.features.families import get_family
 from xlarank.features.spec import FeatureSpec
 from xlarank.features.tables import GraphTables
+from xlarank.kernels.hashing import first_seen_ids, seen_table
 
 if TYPE_CHECKING:  # pandas loads on first use: featurizing never needs it
     import pandas as pd
@@ -79,7 +80,8 @@ def layout_config_features(graph: LayoutGraph, spec: FeatureSpec
     which the streamed reader is there to avoid, and here features are made while reading
     goes on.
     """
-    seen: dict[int, int] = {}
+    table_hash, table_id = seen_table(graph.n_configs)
+    n_seen = 0
     rows: list[np.ndarray] = []
     pending: list[np.ndarray] = []
     pending_bytes = 0
@@ -89,22 +91,10 @@ def layout_config_features(graph: LayoutGraph, spec: FeatureSpec
         # Configs are being read while the per-graph tables are made.
         families = PreparedFamilies(graph, spec)
         for block, hashes in blocks:
-            unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-            ids = np.empty(len(unique), dtype=np.int64)
-            new = []
-            # Visit in order of first appearance so ids follow config order.
-            order = np.argsort(first, kind="stable")
-            for u, h in zip(order.tolist(), unique[order].tolist()):
-                if h not in seen:
-                    seen[h] = len(seen)
-                    new.append(u)
-                ids[u] = seen[h]
-            if new:
-                rows_of_new = first[new]
+            ids, rows_of_new, n_seen = first_seen_ids(hashes, table_hash, table_id, n_seen)
+            if len(rows_of_new):
                 # Most blocks hold only new configs, in order: take the block as it is.
-                fresh = (block if len(new) == len(block)
-                         and np.array_equal(rows_of_new, np.arange(len(block)))
-                         else block[rows_of_new])
+                fresh = block if len(rows_of_new) == len(block) else block[rows_of_new]
                 pending.append(fresh)
                 pending_bytes += fresh.nbytes
             # New configs are featurized in batches of FEATURE_BATCH_BYTES: read blocks of
@@ -112,7 +102,7 @@ def layout_config_features(graph: LayoutGraph, spec: FeatureSpec
             if pending and pending_bytes >= FEATURE_BATCH_BYTES:
                 rows.append(families.columns(np.concatenate(pending)))
                 pending, pending_bytes = [], 0
-            distinct_of[start:start + len(block)] = ids[inverse]
+            distinct_of[start:start + len(block)] = ids
             start += len(block)
     if pending or not rows:
         batch = (np.concatenate(pending) if pending
