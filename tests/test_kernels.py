@@ -394,7 +394,7 @@ def test_first_seen_ids_against_a_dict(seed):
         start += len(block)
 
 
-@pytest.mark.parametrize("bad", [np.nan, np.inf, 6.0, -2.0, 0.5])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, 6.0, -2.0, 0.5, -0.5, 5.5, -1.5, 1e30])
 def test_config_to_int8(bad):
     rng = np.random.default_rng(0)
     block = rng.integers(-1, 6, (7, 3, 18)).astype(np.float32)
