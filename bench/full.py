@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from provenance import ROOT, write_record
+from provenance import checkout_at, write_record
 from xlarank.data.collections import COLLECTIONS
 
 TOTAL_TARGET_MIN = 60
@@ -96,37 +96,34 @@ def featurize_before_after(data: Path, work: Path, before: str, workers: int,
     """The featurize step with this checkout's sources and with ``before``'s, alternated
     ``repeats`` times, each into fresh folders (no part is reused). A first run of each
     side on the smallest file of each collection warms its Numba cache, not counted."""
-    rev = subprocess.run(["git", "rev-parse", before], cwd=ROOT, check=True,
-                         capture_output=True, text=True).stdout.strip()
-    old = Path(tempfile.mkdtemp(prefix="xlarank-before-"))
-    subprocess.run(["git", "worktree", "add", "--detach", "-f", str(old), rev], cwd=ROOT,
-                   check=True, capture_output=True)
+    with checkout_at(before) as (rev, old):
+        return _featurize_sides(data, work, before, rev, old, workers, repeats)
+
+
+def _featurize_sides(data: Path, work: Path, before: str, rev: str, old: Path,
+                     workers: int, repeats: int) -> dict:
+    """`featurize_before_after` with ``before`` (commit ``rev``) checked out at ``old``."""
     sides = {"after": None, "before": old}
     runs: dict[str, list[dict]] = {side: [] for side in sides}
     digests = {}
-    try:
-        # The smallest file of each collection, so both sides' tile and layout kernels
-        # are compiled (or loaded) before anything is timed.
-        for collection in COLLECTIONS:
-            smallest = min((data / "npz" / collection.folder).rglob("*.npz"),
-                           key=lambda f: f.stat().st_size)
-            warm = work / "warm" / "npz" / smallest.relative_to(data / "npz")
-            warm.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(smallest, warm)
+    # The smallest file of each collection, so both sides' tile and layout kernels
+    # are compiled (or loaded) before anything is timed.
+    for collection in COLLECTIONS:
+        smallest = min((data / "npz" / collection.folder).rglob("*.npz"),
+                       key=lambda f: f.stat().st_size)
+        warm = work / "warm" / "npz" / smallest.relative_to(data / "npz")
+        warm.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(smallest, warm)
+    for side, sources in sides.items():
+        run_step(["featurize", str(work / "warm"), "--out-dir", str(work / f"warm-{side}")],
+                 sources)
+    for _ in range(repeats):
         for side, sources in sides.items():
-            run_step(["featurize", str(work / "warm"), "--out-dir", str(work / f"warm-{side}")],
-                     sources)
-        for _ in range(repeats):
-            for side, sources in sides.items():
-                frames = work / f"frames-{side}"
-                shutil.rmtree(frames, ignore_errors=True)
-                runs[side].append(run_step(["featurize", str(data), "--out-dir", str(frames),
-                                            "--workers", str(workers)], sources))
-                digests[side] = frame_digests(frames)
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT,
-                       capture_output=True)
-        shutil.rmtree(old, ignore_errors=True)
+            frames = work / f"frames-{side}"
+            shutil.rmtree(frames, ignore_errors=True)
+            runs[side].append(run_step(["featurize", str(data), "--out-dir", str(frames),
+                                        "--workers", str(workers)], sources))
+            digests[side] = frame_digests(frames)
     best = {side: min(r["seconds"] for r in rs) for side, rs in runs.items()}
     files = list(data.rglob("*.npz"))
     return {"before": before, "before_commit": rev, "runs": runs, "best_seconds": best,

@@ -55,7 +55,7 @@ import pandas as pd
 from scipy.stats import kendalltau
 
 from autotune import first_two_runs, repeat_noise
-from provenance import write_record
+from provenance import checkout_at, write_record
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.features import featurize_graph, load_feature_spec
@@ -117,31 +117,55 @@ def peer_check(table: dict) -> dict:
             "worst_ok": bool(ours["worst"] >= peer["mean"] - peer["sd"])}
 
 
-def time_command(path: Path, measured: int = 100, repeats: int = 3) -> dict:
+def time_command(path: Path, measured: int = 100, repeats: int = 3,
+                 before: str | None = None) -> dict:
     """Wall seconds of `xlarank rank-graph` as a user runs it, on ``measured`` configs of
     the file at ``path`` (their runtimes: exp of a fixed random projection of the raw
-    config columns), best of ``repeats`` fresh processes."""
+    config columns), best of ``repeats`` fresh processes. With ``before`` (a commit), the
+    same command from that commit's sources too, alternated run by run (after a first,
+    untimed run of each side that loads its Numba cache), so both sides see one machine."""
     import os
     import subprocess
     import sys
+    from contextlib import nullcontext
 
     graph = load_graph(path)
     rng = np.random.default_rng(0)
     rows = np.sort(rng.choice(graph.n_configs, measured, replace=False))
     raw = graph.node_config_feat.reshape(graph.n_configs, -1)[rows].astype(np.float64)
     runtime = 1e6 * np.exp(1e-3 * raw @ rng.normal(size=raw.shape[1]))
-    seconds = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with (tempfile.TemporaryDirectory() as tmp,
+          checkout_at(before) if before else nullcontext((None, None)) as (rev, old)):
         csv = Path(tmp) / "measured.csv"
         pd.DataFrame({"config_index": rows, "runtime": runtime}).to_csv(csv, index=False)
-        for _ in range(repeats):
+        sides = {"after": None, **({"before": old} if old else {})}
+
+        def run(sources: Path | None) -> float:
+            env = dict(os.environ)
+            if sources is not None:
+                env["PYTHONPATH"] = str(sources / "src")
             started = time.perf_counter()
             subprocess.run([sys.executable, "-m", "xlarank", "rank-graph", str(path),
                             "--measured", str(csv), "--out", str(Path(tmp) / "ranked.csv")],
-                           check=True, capture_output=True)
-            seconds.append(time.perf_counter() - started)
-    return {"file": str(path), "measured": measured, "seconds": seconds,
-            "best": min(seconds), "budget": 5.0, "load_average": os.getloadavg()[0]}
+                           check=True, capture_output=True, env=env)
+            return time.perf_counter() - started
+
+        for sources in sides.values():
+            run(sources)
+        seconds = {side: [] for side in sides}
+        for _ in range(repeats):
+            for side, sources in sides.items():
+                seconds[side].append(run(sources))
+    timing = {"file": str(path), "measured": measured, "seconds": seconds["after"],
+              "best": min(seconds["after"]), "budget": 5.0,
+              "load_average": os.getloadavg()[0]}
+    if before:
+        timing.update({"before": before, "before_commit": rev,
+                       "before_seconds": seconds["before"],
+                       "before_best": min(seconds["before"]),
+                       "after_over_before": round(min(seconds["after"])
+                                                  / min(seconds["before"]), 3)})
+    return timing
 
 
 def one_file(path: Path, seeds: list[int], prior_dir: Path | None,
@@ -286,15 +310,20 @@ def main() -> None:
                         help="only the rank-graph command's timing, as its own record "
                              "(bench/results/ingraph_timing.json unless --out): timed on a "
                              "quiet machine when the tau runs shared it")
+    parser.add_argument("--before", default=None, metavar="REV",
+                        help="with --timing-only: time the command from REV's sources too, "
+                             "alternated (d9fd505^: rank-graph before its model choice, as "
+                             "issue 31 was filed)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     nlp = args.samples / "npz" / "layout" / "nlp" / "default" / "test"
     if args.timing_only:
-        timing = time_command(sorted(nlp.glob("*.npz"))[0])
+        timing = time_command(sorted(nlp.glob("*.npz"))[0], before=args.before)
         write_record(args.out or Path("bench/results/ingraph_timing.json"),
                      {"rank_graph_command": timing})
         print(f"rank-graph as a command: best {timing['best']:.2f} s of "
-              f"{len(timing['seconds'])} (budget 5 s)")
+              f"{len(timing['seconds'])} (budget 5 s)"
+              + (f"; {timing['before_best']:.2f} s at {args.before}" if args.before else ""))
         return
     args.out = args.out or Path("bench/results/ingraph.json")
     files = [p for p in sorted((args.samples / "npz" / "layout").rglob("*.npz"))

@@ -17,6 +17,7 @@ import shlex
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,3 +85,24 @@ def write_record(out: Path | str, record: dict) -> Path:
     """Write `record` with its provenance to `out` (JSON), replacing it whole."""
     stamped = {"provenance": provenance(), **record}
     return write_text_atomic(out, json.dumps(stamped, indent=2, default=float) + "\n")
+
+
+@contextmanager
+def checkout_at(rev: str):
+    """(full commit id, a temporary detached worktree of the repository at ``rev``): the
+    sources a bench times beside this checkout's, removed on leaving."""
+    import shutil
+    import tempfile
+
+    commit = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    if not commit:
+        raise SystemExit(f"error: {rev}: not a commit of this repository")
+    old = Path(tempfile.mkdtemp(prefix="xlarank-before-"))
+    subprocess.run(["git", "worktree", "add", "--detach", "-f", str(old), commit], cwd=ROOT,
+                   check=True, capture_output=True)
+    try:
+        yield commit, old
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT,
+                       capture_output=True)
+        shutil.rmtree(old, ignore_errors=True)

@@ -65,10 +65,12 @@ _BENCHES = (
           "ranked (Kendall tau over seeds), by `rank-graph` and its variants, the default "
           "pipeline trained in-graph, a raw-column LightGBM peer and random order."),
     Bench("ingraph_timing", "rank-graph as a command",
-          "python bench/ingraph.py --timing-only --out bench/results/ingraph_timing.json",
+          "python bench/ingraph.py --timing-only --before d9fd505^ --out "
+          "bench/results/ingraph_timing.json",
           "`xlarank rank-graph` as a user runs it (fresh processes, start-up included) on the "
           "real TpuGraphs nlp default test sample with 100 configs measured, timed alone on a "
-          "quiet machine (the in-graph run above shared its machine)."),
+          "quiet machine (the in-graph run above shared its machine), beside the same command "
+          "from the sources of rank-graph before its model choice, run by run."),
     Bench("ablation", "Feature ablation",
           "python bench/ablation.py data/synth-demo --out bench/results/ablation.json",
           "Validation quality of the default ranker with each feature family left out, per "
@@ -413,6 +415,13 @@ def rank_graph_command(rec: dict) -> list[str]:
                        f"of {len(timed['seconds'])} fresh processes"
                        f" ({', '.join(num(x, 3) for x in timed['seconds'])} s){verdict}; "
                        f"load average {num(timed.get('load_average'), 3)} at the time.")
+            if "before_best" in timed:
+                out.append(f"The same command from the sources of `{timed['before']}` "
+                           f"(commit {timed['before_commit'][:12]}), alternated run by run: "
+                           f"best {num(timed['before_best'], 3)} s "
+                           f"({', '.join(num(x, 3) for x in timed['before_seconds'])} s), so "
+                           f"this commit takes {num(timed['after_over_before'], 3)}x as long "
+                           "on this machine.")
     return out
 
 

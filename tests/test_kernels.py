@@ -24,10 +24,10 @@ from xlarank.kernels.configs import (
     layout_changed_aggregates,
     layout_config_joined,
     layout_config_means,
+    layout_node_groups,
     layout_node_slots,
     tile_config_joined,
 )
-from xlarank.kernels.configs import _node_groups
 from xlarank.kernels.graph import (
     column_mean_max,
     csr_by_row,
@@ -137,7 +137,7 @@ def test_node_groups_against_unique_keys(seed):
     configs, *_, operand_pos, _, _ = make(rng, c, nc)
     for j in range(nc):
         ids = np.empty(c, np.int64)
-        reps = _node_groups(configs, j, operand_pos, ids)
+        reps = layout_node_groups(configs, j, operand_pos, ids)
         expected_reps, expected_ids = node_groups_reference(configs, j, operand_pos)
         np.testing.assert_array_equal(reps, expected_reps)
         np.testing.assert_array_equal(ids, expected_ids)
@@ -285,7 +285,7 @@ def test_kernels_match_reference_on_real_samples(samples):
             some = np.ascontiguousarray(inputs[0][:300])
             for j in range(some.shape[1]):
                 ids = np.empty(len(some), np.int64)
-                reps = _node_groups(some, j, pos, ids)
+                reps = layout_node_groups(some, j, pos, ids)
                 expected_reps, expected_ids = node_groups_reference(some, j, pos)
                 np.testing.assert_array_equal(reps, expected_reps)
                 np.testing.assert_array_equal(ids, expected_ids)

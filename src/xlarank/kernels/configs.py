@@ -188,7 +188,7 @@ def _packed(configs, i, j, start, count):
 
 
 @njit(cache=True, nogil=True)
-def _node_groups(configs, j, operand_pos, ids):
+def layout_node_groups(configs, j, operand_pos, ids):
     """int64 (n_groups,): one config of each group of configs that agree on all that the
     per-node features of configurable node j read: its own 18 columns and the output
     layouts of its configurable operands. ids (n_configs,) is filled with each config's
@@ -257,7 +257,7 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
     operand_dims: int64 (nc, 2, 6) per operand its dims, zero past the rank.
     Columns are named by LAYOUT_JOINED_NAMES. Layouts are the effective ones: the config's
     where it fixes a position, the default elsewhere.
-    Each node's terms are computed once per `_node_groups` group and summed per config in
+    Each node's terms are computed once per `layout_node_groups` group and summed per config in
     node order, so the sums are the per-config loop's to the bit.
     """
     c, nc, _ = configs.shape
@@ -283,7 +283,7 @@ def layout_config_joined(configs, dims, node_bytes, default_layout, operand_pos,
     # bytes, count and largest, and the read waste of each operand.
     terms = np.empty((c, 9))
     for j in range(nc):
-        reps = _node_groups(configs, j, operand_pos, ids)
+        reps = layout_node_groups(configs, j, operand_pos, ids)
         for g in range(len(reps)):
             i = reps[g]
             for slot in range(2):
@@ -389,8 +389,8 @@ def layout_node_slots(configs, slots, dims, default_layout, operand_pos, operand
         j = slots[k]
         if j < 0:
             continue
-        # Once per `_node_groups` group, then copied to its configs.
-        reps = _node_groups(configs, j, operand_pos, ids)
+        # Once per `layout_node_groups` group, then copied to its configs.
+        reps = layout_node_groups(configs, j, operand_pos, ids)
         for g in range(len(reps)):
             i = reps[g]
             stats[g, 0] = 0.0 if _keeps_default(configs, i, j, default_layout) else 1.0
