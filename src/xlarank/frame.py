@@ -8,6 +8,7 @@ format alone; featurizing files into frames is `xlarank.featurize`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterable
@@ -58,6 +59,13 @@ class FrameMeta:
 
 def frame_schema(names: list[str]) -> pa.Schema:
     """The key columns, then one float32 column per feature name."""
+    return _frame_schema(tuple(names))
+
+
+@functools.lru_cache(maxsize=16)
+def _frame_schema(names: tuple[str, ...]) -> pa.Schema:
+    # Made once per spec: every part of a frame has the same schema, and a schema of 184
+    # fields took 0.23 ms, twice a part: about 5% of featurizing a tile kernel.
     fields = [pa.field("graph_id", pa.string()), pa.field("config_index", pa.int32()),
               pa.field("runtime", pa.int64()), pa.field("normalizer", pa.int64())]
     return pa.schema(fields + [pa.field(n, pa.float32()) for n in names])
