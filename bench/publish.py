@@ -128,6 +128,15 @@ _BENCHES = (
           "published. The published copy may hold a subset of these shares and seeds: its "
           "stamped command says which. Rows read back from `--partial` keep the seconds of "
           "the run that made them; the stamped wall time is that of the last call."),
+    Bench("systems_competition_low", "Published systems: the competition GNN at 20% and 10% measured",
+          "python bench/systems.py --parts ingraph --systems xlarank,competition-gnn "
+          "--ingraph-seed-list 0 --shares 0.2,0.1 --threads 1 "
+          "--partial bench/results/systems_competition_low.jsonl "
+          "--out bench/results/systems_competition_low.json",
+          "The competition GNN's section above at the lower measured shares (20% and 10% of "
+          "unet3d's distinct configs measured, Kendall tau on the rest), seed 0, beside "
+          "xlarank and random order on the same splits, one core per fit, by the same "
+          "in-graph rule; its own record, so the one above stays as it was published."),
     Bench("tile_kernels", "Real tile kernels",
           "python bench/tile_kernels.py --seeds 3 --out bench/results/tile_kernels.json",
           "The 15 real tile kernels of the XLA tuning record `../shared/tpugraphs/raw/"
@@ -901,7 +910,7 @@ def full(rec: dict) -> list[str]:
 RENDERERS = {"featurize": featurize, "score": score, "ingraph": ingraph, "ablation": ablation,
              "engines": engines, "quality": quality, "systems": systems,
              "systems_tile": systems, "systems_fair": systems,
-             "systems_competition": systems,
+             "systems_competition": systems, "systems_competition_low": systems,
              "tile_kernels": tile_kernels, "autotune": autotune,
              "featurize_full": featurize_full, "full": full,
              "ingraph_timing": rank_graph_command}
