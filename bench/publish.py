@@ -128,7 +128,8 @@ _BENCHES = (
           "published. The published copy may hold a subset of these shares and seeds: its "
           "stamped command says which. Rows read back from `--partial` keep the seconds of "
           "the run that made them; the stamped wall time is that of the last call."),
-    Bench("systems_competition_low", "Published systems: the competition GNN at 20% and 10% measured",
+    Bench("systems_competition_low",
+          "Published systems: the competition GNN at 20% and 10% measured",
           "python bench/systems.py --parts ingraph --systems xlarank,competition-gnn "
           "--ingraph-seed-list 0 --shares 0.2,0.1 --threads 1 "
           "--partial bench/results/systems_competition_low.jsonl "
