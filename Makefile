@@ -153,6 +153,9 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	    --out bench/results/score.json
 	$(BIN)/python bench/ingraph.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/ingraph.json
 	$(BIN)/python bench/ingraph.py --timing-only --out bench/results/ingraph_timing.json
+	$(MAKE) --no-print-directory $(NOISY_DATA)/synth.json
+	$(BIN)/python bench/ingraph.py --samples $(NOISY_DATA)/none --synthetic $(NOISY_DATA) \
+	    --synthetic-files 2 --peer-only --no-timing --out bench/results/ingraph_noisy.json
 	$(BIN)/python bench/ablation.py $(DEMO_DATA) --out bench/results/ablation.json
 	$(BIN)/python bench/engines.py $(DEMO_DATA) --frame $(DEMO_FRAMES)/default/layout-nlp-default/train.parquet \
 	    --out bench/results/engines.json
@@ -183,6 +186,13 @@ bench-publish: $(VENV)/.installed ## copy bench/results/*.json to bench/publishe
 FULL_PRESET ?= real
 bench-full: $(VENV)/.installed ## the real-sized synthetic dataset end to end: time and peak RSS per step -> bench/results/full.json
 	$(BIN)/python bench/full.py --preset $(FULL_PRESET) --out bench/results/full.json
+
+# The demo's sizes, measured as noisily as the real layout record (repeat tau 0.36; the
+# demo's files draw 0.6-0.95): bench/ingraph.py's noisy rows.
+NOISY_DATA := data/synth-demo-noisy
+$(NOISY_DATA)/synth.json: $(wildcard src/xlarank/data/synth/*.py) | $(VENV)/.installed
+	rm -rf $(NOISY_DATA)
+	$(XLARANK) synth $(NOISY_DATA) --preset demo --seed $(SEED) --repeat-tau 0.3,0.45
 
 # ---------------------------------------------------------------- demo
 # Made again when the generator changes, so demo data always follows its cost model.

@@ -74,6 +74,7 @@ Strategies ("peers") in the same run:
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from dataclasses import replace
@@ -566,12 +567,23 @@ def real_graphs(samples: Path, tmp: Path) -> list[tuple[object, str, str]]:
     return found
 
 
-def synthetic_noise_note(records: list[dict]) -> str:
+def tree_noise(tree: Path) -> dict:
+    """The noise settings a synthetic tree was made with (its synth.json; a tree from
+    before the settings existed was made with the defaults): `SynthNoise` as a dict."""
+    from dataclasses import asdict
+
+    from xlarank.data.synth import SynthNoise
+
+    manifest = tree / "synth.json"
+    noise = json.loads(manifest.read_text()).get("noise") if manifest.is_file() else None
+    return asdict(SynthNoise(**noise) if noise else SynthNoise())
+
+
+def synthetic_noise_note(records: list[dict], noise: dict) -> str:
     """How the synthetic files' repeat noise compares with the real files' (relative to
-    the best), with the generator's settings (src/xlarank/data/synth); records: per
-    graph, its data and `graph_record`."""
-    from xlarank.data.synth.layout import LAYOUT_REPEAT_TAU, MIN_LAYOUT_NOISE
-    from xlarank.data.synth.tile import TILE_NOISE
+    the best), with the generator's settings (src/xlarank/data/synth; ``noise``: the
+    tree's, `tree_noise`); records: per graph, its data and `graph_record`."""
+    from xlarank.data.synth.layout import MIN_LAYOUT_NOISE
 
     def measured(*kinds: str) -> list[float]:
         return sorted(r["noise_relative"] for r in records
@@ -581,15 +593,16 @@ def synthetic_noise_note(records: list[dict]) -> str:
         return f"{values[0]:.2g} to {values[-1]:.2g}" if values else "none measured"
 
     synthetic, real = measured("synthetic"), measured("real", "real record")
+    lo, hi = noise["layout_repeat_tau"]
     spans = bool(synthetic and real and synthetic[0] <= real[0] and synthetic[-1] >= real[-1])
     return (f"generator: each measurement is the true runtime times lognormal noise; "
-            f"layout sigma per file from a repeat Kendall tau of {LAYOUT_REPEAT_TAU[0]}-"
-            f"{LAYOUT_REPEAT_TAU[1]}, at least {MIN_LAYOUT_NOISE:g} (a median |r1 - r2| of "
-            f"about 0.95 sigma of the runtime); tile sigma {TILE_NOISE:g}. Relative repeat "
+            f"layout sigma per file from a repeat Kendall tau of {lo:g}-{hi:g}, at least "
+            f"{MIN_LAYOUT_NOISE:g} (a median |r1 - r2| of about 0.95 sigma of the "
+            f"runtime); tile sigma {noise['tile_sigma']:g}. Relative repeat "
             f"noise measured: synthetic {span(synthetic)}, real {span(real)}: the synthetic "
             f"files {'span' if spans else 'do not span'} the real range"
-            + ("" if spans else " (`xlarank synth` has no noise setting; no other tree was "
-               "generated for this bench)"))
+            + ("" if spans else " (`xlarank synth --repeat-tau LO,HI --tile-noise SIGMA` "
+               "makes a tree of other noise)"))
 
 
 def main() -> None:
@@ -634,7 +647,8 @@ def main() -> None:
         if synthetic:
             # The real files' noise is cheap to measure: compared even when not replayed.
             noise_note = synthetic_noise_note([{"data": data, **graph_record(Pool(graph))}
-                                               for graph, _, data in real + synthetic])
+                                               for graph, _, data in real + synthetic],
+                                              tree_noise(args.synthetic))
     within = [r["file"] for r in records if "results" in r and not r["top1_clear_of_noise"]]
     print(f"\ntop 1% within noise (its figures not kept): {', '.join(within) or 'none'}")
     summary = {"batches": batches, "budget_share": BUDGET_SHARE, "seeds": args.seeds,

@@ -67,3 +67,24 @@ def test_graph_record_keeps_the_top_one_percent_only_clear_of_the_noise():
     assert clear["noise_relative"] == 0.005 and clear["within_noise_configs"] == 1
     noisy = autotune.graph_record(pool(1.0))
     assert not noisy["top1_clear_of_noise"] and noisy["within_noise_configs"] == 2
+
+
+def test_noise_note_says_the_trees_own_settings(tmp_path):
+    """The note names the tree's noise (synth.json), the defaults for a tree without it,
+    and whether the synthetic files' relative noise spans the real files'."""
+    from xlarank.data.synth import synth_dataset
+    from xlarank.data.synth.dataset import SynthNoise
+
+    old = tmp_path / "old"
+    old.mkdir()
+    assert autotune.tree_noise(old) == {"layout_repeat_tau": (0.6, 0.95), "tile_sigma": 0.02}
+    tree = synth_dataset(tmp_path / "d", "tiny", noise=SynthNoise((0.3, 0.45), 0.001))
+    noise = autotune.tree_noise(tree)
+    assert noise == {"layout_repeat_tau": (0.3, 0.45), "tile_sigma": 0.001}
+    records = [{"data": "real", "noise_relative": 1e-5},
+               {"data": "synthetic", "noise_relative": 1e-3}]
+    note = autotune.synthetic_noise_note(records, noise)
+    assert "repeat Kendall tau of 0.3-0.45" in note and "tile sigma 0.001" in note
+    assert "do not span" in note and "--repeat-tau" in note
+    wide = records + [{"data": "synthetic", "noise_relative": 1e-6}]
+    assert "files span the real range" in autotune.synthetic_noise_note(wide, noise)

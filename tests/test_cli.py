@@ -50,6 +50,26 @@ def test_synth_command(tmp_path):
     assert result.exit_code == 2 and "already exists" in result.stderr
 
 
+def test_synth_noise_options(tmp_path):
+    ok("synth", tmp_path / "d", "--preset", "tiny", "--repeat-tau", "0.3,0.45",
+       "--tile-noise", "0.001")
+    noise = json.loads((tmp_path / "d" / "synth.json").read_text())["noise"]
+    assert noise == {"layout_repeat_tau": [0.3, 0.45], "tile_sigma": 0.001}
+    ok("synth", tmp_path / "e", "--preset", "tiny", "--repeat-tau", "0.36")
+    noise = json.loads((tmp_path / "e" / "synth.json").read_text())["noise"]
+    assert noise["layout_repeat_tau"] == [0.36, 0.36] and noise["tile_sigma"] == 0.02
+    for option, value, needle in (("--repeat-tau", "1.5", "repeat tau"),
+                                  ("--repeat-tau", "0.3,x", "--repeat-tau"),
+                                  ("--repeat-tau", "0.1,0.2,0.3", "--repeat-tau"),
+                                  ("--repeat-tau", "0.6,0.4", "repeat tau"),
+                                  ("--tile-noise", "-0.5", "tile noise")):
+        result = run("synth", tmp_path / "bad", "--preset", "tiny", option, value)
+        assert result.exit_code == 2 and needle in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert result.stderr.startswith("error:")
+        assert not (tmp_path / "bad").exists()
+
+
 @pytest.mark.slow
 def test_pipeline_end_to_end(trained, tiny_data, tmp_path):
     work = trained

@@ -24,6 +24,7 @@ from xlarank.data.synth import (
     OP_WEIGHT,
     PRESETS,
     Program,
+    SynthNoise,
     SynthSize,
     default_layouts,
     draw_unmodelled_costs,
@@ -159,6 +160,93 @@ def test_tile_cost_depends_on_the_kernel_not_the_tile_alone():
     # More fused nodes cost more per tile: the many-tile config loses more.
     slower = runtime(contracts=False, n_nodes=50) - plain
     assert slower[1] > slower[0] > slower[2] > 0
+
+
+# ---------------------------------------------------------------- measurement noise
+
+
+def _noisy_layout_files(folder, noise, count=12):
+    """``count`` demo-sized layout files made with ``noise``, the same streams as the
+    `generated_layout_files` fixture (so the same configs, at any noise)."""
+    paths = []
+    for i in range(count):
+        collection = COLLECTIONS[1 + i % 4]
+        path = folder / "npz" / collection.folder / "train" / f"g{i}.npz"
+        make_layout_file(path, collection, 0, "train", i, PRESETS["demo"], noise=noise)
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("tau", [0.3, 0.9])
+def test_repeat_tau_setting_is_what_the_files_measure(tmp_path, tau):
+    """Two measurements of a file's repeated configs agree to about the tau asked for:
+    per file measured on a few repeated configs, so the mean over files is held to 0.12
+    (0.3 is below every default file and near the real layout record's 0.36)."""
+    paths = _noisy_layout_files(tmp_path, SynthNoise((tau, tau)))
+    taus = [t for t in (layout_config_stats(p)["repeat_tau"] for p in paths) if t is not None]
+    assert len(taus) >= 4
+    assert abs(np.mean(taus) - tau) <= 0.12, taus
+
+
+def test_noise_changes_the_measurements_alone(tmp_path):
+    quiet = _noisy_layout_files(tmp_path / "quiet", SynthNoise((0.95, 0.95)), count=4)
+    loud = _noisy_layout_files(tmp_path / "loud", SynthNoise((0.3, 0.3)), count=4)
+    compared = 0
+    for a, b in zip(quiet, loud):
+        left, right = np.load(a), np.load(b)
+        for key in left.files:
+            if key != "config_runtime":
+                np.testing.assert_array_equal(left[key], right[key])
+        # Louder noise spreads the measurements of repeated configs further apart.
+        group = distinct_configs(load_graph(a)).group
+        spread = [_repeat_gap(group, np.load(path)["config_runtime"]) for path in (a, b)]
+        if spread[0] is not None:
+            assert spread[1] > spread[0], spread
+            compared += 1
+    assert compared >= 2
+
+
+def _repeat_gap(group: np.ndarray, runtime: np.ndarray) -> float | None:
+    """Median |log r1 - log r2| over the configs measured twice or more (None: none)."""
+    gaps = []
+    for g in np.unique(group):
+        rows = np.flatnonzero(group == g)
+        if len(rows) >= 2:
+            gaps.append(abs(np.log(runtime[rows[0]]) - np.log(runtime[rows[1]])))
+    return float(np.median(gaps)) if gaps else None
+
+
+def test_tile_noise_is_the_lognormal_sigma_asked_for():
+    from xlarank.data.synth import TileKernel, tile_runtime
+
+    rng = np.random.default_rng(0)
+    configs = np.zeros((4000, 24), dtype=np.float32)
+    configs[:, 8:10] = rng.choice([64, 128, 256, 512], size=(4000, 2))
+    kernel = TileKernel(out_dims=np.array([512, 512, 0, 0, 0, 0]), element_bytes=4,
+                        n_operands=3, intensity=1.0, input_bytes=4e6, contracts=True,
+                        n_nodes=5)
+    true = tile_runtime(kernel, configs, None)
+    exact = tile_runtime(kernel, configs, np.random.default_rng(1), noise=0.0)
+    np.testing.assert_array_equal(exact, np.maximum(1, np.round(true)))
+    for sigma in (0.002, 0.05):
+        measured = tile_runtime(kernel, configs, np.random.default_rng(1), noise=sigma)
+        assert np.log(measured / true).std() == pytest.approx(sigma, rel=0.1)
+
+
+@pytest.mark.parametrize("noise", [dict(layout_repeat_tau=(0.5, 0.4)),
+                                   dict(layout_repeat_tau=(0.0, 0.5)),
+                                   dict(layout_repeat_tau=(0.5, 1.0)),
+                                   dict(layout_repeat_tau=(float("nan"), 0.5)),
+                                   dict(tile_sigma=-0.01), dict(tile_sigma=float("inf"))])
+def test_noise_settings_out_of_range_are_refused(noise):
+    with pytest.raises(XlarankError, match="repeat tau|tile noise"):
+        SynthNoise(**noise)
+
+
+def test_tree_records_its_noise(tmp_path):
+    out = synth_dataset(tmp_path / "d", "tiny", seed=1, noise=SynthNoise((0.3, 0.45), 0.001))
+    manifest = json.loads((out / "synth.json").read_text())
+    assert manifest["noise"] == {"layout_repeat_tau": [0.3, 0.45], "tile_sigma": 0.001}
 
 
 # ---------------------------------------------------------------- real layout statistics

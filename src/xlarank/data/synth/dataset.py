@@ -33,7 +33,7 @@ from xlarank.data.synth.programs import (
     Program,
     generate_program,
 )
-from xlarank.data.synth.tile import TileKernel, generate_tile_configs, tile_runtime
+from xlarank.data.synth.tile import TILE_NOISE, TileKernel, generate_tile_configs, tile_runtime
 from xlarank.engine import map_ordered
 from xlarank.errors import XlarankError
 from xlarank.seeds import check_seed
@@ -100,6 +100,37 @@ PRESETS = {
 }
 
 
+@dataclass(frozen=True)
+class SynthNoise:
+    """How far repeated measurements agree in a generated tree.
+
+    layout_repeat_tau: (lo, hi); each layout file draws, uniformly in it, the Kendall tau at
+    which two measurements of its configs agree, and sizes its lognormal noise to that
+    (`xlarank.data.synth.layout.layout_runtime`). The default, 0.6-0.95, is around
+    unet3d's 0.82 (FORMAT.md); the layout record of ../shared/tpugraphs/raw/, imported,
+    agrees to 0.36 only, so a tree as noisy as it takes (0.3, 0.45). tile_sigma: the
+    lognormal sigma of each tile measurement (default 2%, as the dataset's normalizers are
+    measured alongside; `xlarank.data.synth.tile.tile_runtime`).
+    """
+
+    layout_repeat_tau: tuple[float, float] = LAYOUT_REPEAT_TAU
+    tile_sigma: float = TILE_NOISE
+
+    def __post_init__(self):
+        lo, hi = (float(t) for t in self.layout_repeat_tau)
+        if not (0.0 < lo <= hi < 1.0):
+            raise XlarankError(f"repeat tau {lo:g}-{hi:g}: give 0 < lo <= hi < 1 (two "
+                               "measurements agreeing to tau 1 would be noise-free)")
+        sigma = float(self.tile_sigma)
+        if not (0.0 <= sigma <= 1.0):
+            raise XlarankError(f"tile noise {sigma:g}: give a lognormal sigma from 0 to 1")
+        object.__setattr__(self, "layout_repeat_tau", (lo, hi))
+        object.__setattr__(self, "tile_sigma", sigma)
+
+
+DEFAULT_NOISE = SynthNoise()
+
+
 def draw_size(rng: np.random.Generator, bounds: tuple[int, int]) -> int:
     """An integer in [lo, hi], log-uniform."""
     lo, hi = bounds
@@ -111,7 +142,8 @@ def _rng(seed: int, collection: Collection, split: str, index: int) -> np.random
     return np.random.default_rng([seed, COLLECTIONS.index(collection), SPLITS.index(split), index])
 
 
-def make_tile_file(path: Path, seed: int, split: str, index: int, size: SynthSize) -> None:
+def make_tile_file(path: Path, seed: int, split: str, index: int, size: SynthSize,
+                   noise: SynthNoise = DEFAULT_NOISE) -> None:
     rng = _rng(seed, COLLECTIONS[0], split, index)
     n_nodes = draw_size(rng, size.tile_nodes)
     program = generate_program(rng, n_nodes)
@@ -133,8 +165,8 @@ def make_tile_file(path: Path, seed: int, split: str, index: int, size: SynthSiz
     fit_bytes = 2.0 * kernel.element_bytes * kernel.n_operands
     configs = generate_tile_configs(rng, out_dims, n_configs, fit_bytes,
                                     rate=lambda c: tile_runtime(kernel, c, None))
-    runtime = tile_runtime(kernel, configs, rng)
-    normalizer = tile_runtime(kernel, configs[:1], rng)[0]
+    runtime = tile_runtime(kernel, configs, rng, noise.tile_sigma)
+    normalizer = tile_runtime(kernel, configs[:1], rng, noise.tile_sigma)[0]
     if split == "test":
         runtime = np.zeros_like(runtime)
         normalizer = 1
@@ -156,7 +188,8 @@ def _truncate(program: Program, n: int) -> Program:
 
 
 def make_layout_file(path: Path, collection: Collection, seed: int, split: str, index: int,
-                     size: SynthSize, config_block: int = 512) -> None:
+                     size: SynthSize, config_block: int = 512,
+                     noise: SynthNoise = DEFAULT_NOISE) -> None:
     rng = _rng(seed, collection, split, index)
     n_nodes = draw_size(rng, size.layout_nodes)
     program = generate_program(rng, n_nodes, layout=True)
@@ -180,7 +213,7 @@ def make_layout_file(path: Path, collection: Collection, seed: int, split: str, 
     configs = generate_layout_configs(rng, program, setting, n_configs, collection.search)
     # Real files: runtime spread 1.02x to 3.05x, repeat tau 0.82 on unet3d (FORMAT.md).
     spread = float(np.exp(rng.uniform(np.log(LAYOUT_SPREAD[0]), np.log(LAYOUT_SPREAD[1]))))
-    tau = float(rng.uniform(*LAYOUT_REPEAT_TAU))
+    tau = float(rng.uniform(*noise.layout_repeat_tau))
     runtime = layout_runtime(program, setting, configs, rng, spread=spread, repeat_tau=tau,
                              block=config_block)
     if split == "test":
@@ -209,28 +242,34 @@ class SynthJob:
     index: int
     seed: int
     size: SynthSize
+    noise: SynthNoise = DEFAULT_NOISE
 
 
 def write_synth_file(job: SynthJob) -> Path:
     path = job.root / job.rel
     if job.collection.is_tile:
-        make_tile_file(path, job.seed, job.split, job.index, job.size)
+        make_tile_file(path, job.seed, job.split, job.index, job.size, job.noise)
     else:
-        make_layout_file(path, job.collection, job.seed, job.split, job.index, job.size)
+        make_layout_file(path, job.collection, job.seed, job.split, job.index, job.size,
+                         noise=job.noise)
     return job.rel
 
 
-def synth_jobs(root: Path, seed: int, size: SynthSize) -> list[SynthJob]:
+def synth_jobs(root: Path, seed: int, size: SynthSize,
+               noise: SynthNoise = DEFAULT_NOISE) -> list[SynthJob]:
     """Every file of a synthetic tree under ``root``."""
     return [SynthJob(root, Path("npz") / c.folder / split / f"synth_{split}_{i:04d}.npz",
-                     c, split, i, seed, size)
+                     c, split, i, seed, size, noise)
             for c in COLLECTIONS for split, count in zip(SPLITS, size.files(c))
             for i in range(count)]
 
 
 def synth_dataset(out: Path, preset: str = "demo", seed: int = 0,
-                  on_file: Callable[[Path], None] | None = None, workers: int = 1) -> Path:
-    """Write a synthetic dataset in the official tree under ``out``.
+                  on_file: Callable[[Path], None] | None = None, workers: int = 1,
+                  noise: SynthNoise = DEFAULT_NOISE) -> Path:
+    """Write a synthetic dataset in the official tree under ``out``, its measurements as
+    noisy as ``noise`` says (`SynthNoise`; the default leaves every file as it was before
+    the setting existed: the same draws from the same streams).
 
     The tree is built beside ``out`` and renamed into place when complete, so ``out``
     either holds a whole dataset or does not exist. ``out/synth.json`` records how it was
@@ -247,12 +286,13 @@ def synth_dataset(out: Path, preset: str = "demo", seed: int = 0,
     building = out.with_name(f".{out.name}.partial-{os.getpid()}")
     shutil.rmtree(building, ignore_errors=True)
     try:
-        jobs = synth_jobs(building, seed, size)
+        jobs = synth_jobs(building, seed, size, noise)
         done = (lambda job: on_file(job.rel)) if on_file else None
         for _ in map_ordered(write_synth_file, jobs, workers, on_done=done):
             pass
         manifest = {"generator": "xlarank synth", "preset": preset, "seed": seed,
-                    "size": asdict(size), "note": "synthetic data, not TpuGraphs"}
+                    "size": asdict(size), "noise": asdict(noise),
+                    "note": "synthetic data, not TpuGraphs"}
         (building / "synth.json").write_text(json.dumps(manifest, indent=2) + "\n")
         building.rename(out)
     except BaseException:

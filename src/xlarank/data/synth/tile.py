@@ -168,9 +168,10 @@ class TileKernel:
 
 
 def tile_runtime(kernel: TileKernel, configs: np.ndarray,
-                 rng: np.random.Generator | None) -> np.ndarray:
-    """int64 (c,): measured runtime in ns of each tile config (float32 (c, 24)); with
-    ``rng`` None, float64 (c,): the true (noise-free) runtimes."""
+                 rng: np.random.Generator | None, noise: float = TILE_NOISE) -> np.ndarray:
+    """int64 (c,): measured runtime in ns of each tile config (float32 (c, 24)): the true
+    runtime times lognormal noise of sigma ``noise``; with ``rng`` None, float64 (c,): the
+    true (noise-free) runtimes."""
     out_dims = kernel.out_dims
     rank = int((out_dims > 0).sum())
     dims = out_dims[:rank].astype(np.float64)[None, :]
@@ -193,8 +194,8 @@ def tile_runtime(kernel: TileKernel, configs: np.ndarray,
     runtime = work * TILE_NS_PER_BYTE + reads + overhead + fill + spill + 500.0
     if rng is None:
         return runtime
-    noise = rng.lognormal(0.0, TILE_NOISE, size=len(configs))
-    return np.maximum(1, np.round(runtime * noise)).astype(np.int64)
+    factor = rng.lognormal(0.0, noise, size=len(configs))
+    return np.maximum(1, np.round(runtime * factor)).astype(np.int64)
 
 
 def reread_factor(tiles_per_dim: np.ndarray) -> np.ndarray:
