@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
+from xlarank.data.distinct import row_groups
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.errors import XlarankError
 
@@ -77,7 +78,7 @@ def config_stats(node_feat: np.ndarray, config_ids: np.ndarray, configs: np.ndar
                                       if nc and c else 0.0)
     rank = (np.asarray(node_feat)[np.asarray(config_ids), SHAPE_DIMS] > 0).sum(axis=1)
     stats["rank_share"] = (np.bincount(rank, minlength=7) / max(1, nc)).tolist()
-    first, group = _row_groups(cfg.reshape(c, nc * 18))
+    first, group = row_groups(cfg.reshape(c, nc * 18))
     stats["duplicate_rate"] = 1.0 - len(first) / c if c else 0.0
     runtime = np.asarray(runtime)
     labelled = bool(runtime.any())
@@ -92,17 +93,6 @@ def _distinct_per_node(layouts: np.ndarray) -> np.ndarray:
     digits = (layouts.astype(np.int64) + 1) * (7 ** np.arange(6))
     codes = np.sort(digits.sum(axis=2), axis=0)
     return 1 + (np.diff(codes, axis=0) != 0).sum(axis=0)
-
-
-def _row_groups(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first index of each distinct row, group id of each row) of int8 rows (c, w)."""
-    if flat.shape[0] == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if flat.shape[1] == 0:  # no configurable node: every config is the same (empty) one
-        return np.zeros(1, np.int64), np.zeros(flat.shape[0], np.int64)
-    view = np.ascontiguousarray(flat).view(np.dtype((np.void, flat.shape[1])))[:, 0]
-    _, first, group = np.unique(view, return_index=True, return_inverse=True)
-    return first, group.ravel()
 
 
 def _repeat_tau(group: np.ndarray, runtime: np.ndarray) -> float | None:
