@@ -173,6 +173,8 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	    --out bench/results/systems_competition.json
 	$(BIN)/python bench/tile_kernels.py --seeds $(QUALITY_SEEDS) --out bench/results/tile_kernels.json
 	$(BIN)/python bench/autotune.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/autotune.json
+	$(BIN)/python bench/autotune.py --synthetic-only --synthetic $(NOISY_DATA) --no-ablations \
+	    --out bench/results/autotune_noisy.json
 	@echo "bench figures: bench/results/*.json. The page to update is docs/benchmarks.md:" \
 	    "'make bench-publish' copies them to bench/published/ and rewrites it."
 

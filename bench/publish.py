@@ -167,6 +167,14 @@ _BENCHES = (
           "tile kernels with at least 50 distinct configs of the XLA tuning records, imported) "
           "and one synthetic demo valid file per collection (held out from the --prior "
           "models' training)."),
+    Bench("autotune_noisy", "Autotune replay under record-like noise",
+          "python bench/autotune.py --synthetic-only --synthetic data/synth-demo-noisy "
+          "--no-ablations --out bench/results/autotune_noisy.json",
+          "The same replay on one valid file per collection of a demo tree generated as noisy "
+          "as the real layout record (`xlarank synth --preset demo --repeat-tau 0.3,0.45`; "
+          "tile measurements at the default 2%), without a prior or the tuner's ablations: "
+          "each file's distinct configs, spread, repeat noise and plateau beside the "
+          "measurements each strategy spends."),
     Bench("featurize_full", "Featurize the real preset's mix, before and after",
           "python bench/full.py --preset real --share 10 --featurize-only --before 37d32bf^ "
           "--out bench/results/featurize_full.json",
@@ -923,7 +931,7 @@ RENDERERS = {"featurize": featurize, "score": score, "ingraph": ingraph,
              "engines": engines, "quality": quality, "systems": systems,
              "systems_tile": systems, "systems_fair": systems,
              "systems_competition": systems, "systems_competition_low": systems,
-             "tile_kernels": tile_kernels, "autotune": autotune,
+             "tile_kernels": tile_kernels, "autotune": autotune, "autotune_noisy": autotune,
              "featurize_full": featurize_full, "full": full,
              "ingraph_timing": rank_graph_command}
 
