@@ -32,6 +32,7 @@ from xlarank.features.embedding import (
 )
 from xlarank.features.jax_common import (
     GraphBatch,
+    Network,
     fit,
     float64_context,
     message_layer,
@@ -123,6 +124,15 @@ class GnnModel:
 
     def weights(self) -> GnnWeights:
         return GnnWeights({k: np.array(v, dtype=np.float64) for k, v in self.params.items()})
+
+
+def gnn_network(is_tile: bool, seed: int) -> Network:
+    """The network from random:SEED and its training score (`GnnModel`), bundled for
+    Adam; the score is higher for faster configs. Call inside `float64_context`."""
+    model = GnnModel(random_weights(seed), len(gnn_column_names(is_tile)), seed)
+    compiled = _compiled()
+    return Network({"net": model.params, "score": model.score}, padded_arrays,
+                   compiled.loss_and_grads, compiled.columns)
 
 
 def pairwise_loss(score, target):

@@ -34,6 +34,7 @@ from xlarank.features.gru import (
 )
 from xlarank.features.jax_common import (
     GraphBatch,
+    Network,
     fit,
     float64_context,
     message_layer,
@@ -194,6 +195,16 @@ class GruModel:
 
     def weights(self) -> GnnWeights:
         return GnnWeights({k: np.array(v, dtype=np.float64) for k, v in self.params.items()})
+
+
+def gru_network(is_tile: bool, seed: int) -> Network:
+    """The network from random:SEED and its readout (`GruModel`), bundled for Adam; the
+    readout predicts centred log runtime (higher is slower). Call inside
+    `float64_context`."""
+    model = GruModel(random_gru_weights(seed), len(gru_column_names(is_tile)), seed)
+    compiled = _compiled()
+    return Network({"net": model.params, "score": model.score}, gru_batch,
+                   compiled.loss_and_grads, compiled.columns)
 
 
 def centred_mse(prediction, target) -> float:

@@ -5,8 +5,9 @@ Training graphs as numpy batches (`GraphBatch`: `graph_batch` samples a file's c
 `measured_batches` chunks one graph's measured configs, `sampled_layout_configs` reads
 rows of a streamed config tensor), their arrays padded to power-of-two sizes
 (`padded_arrays`: masked wherever it matters, so a compiled gradient is reused across
-graphs of similar size), the message layer both networks use, and Adam's loop (`fit`,
-written out, a few lines, rather than another dependency). All of it runs in float64
+graphs of similar size), the message layer both networks use, a network bundled for
+training (`Network`), and Adam (`adam_step`, and its loop over graphs `fit`, written
+out, a few lines, rather than another dependency). All of it runs in float64
 under ``jax.enable_x64`` (`float64_context`), a thread-local context entered by each
 public function of the training modules, rather than the process-wide
 ``jax_enable_x64`` flag, which would change the dtypes of any other jax code in the
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +63,25 @@ def gnn_tile_choice(graph: TileGraph, keep: np.ndarray) -> np.ndarray:
     """float64 (len(keep), len(TILE_JOINED_NAMES)): the gnn's tile inputs of the configs
     ``keep``, scaled in float32 before widening, as `embedding.tile_columns` scales them."""
     return (tile_joined(graph, graph.config_feat[keep]) / 10.0).astype(np.float64)
+
+
+@dataclass
+class Network:
+    """A family's network (gnn or gru) ready for Adam: ``params`` {"net": its weights,
+    "score": a training-only linear readout (n_columns,)} as float64 jax arrays,
+    ``to_arrays`` (a GraphBatch padded into the network's input arrays),
+    ``loss_and_grads(params, arrays)`` and ``columns(net, arrays)`` (C, n_columns), both
+    jitted. Used inside `float64_context`."""
+
+    params: dict
+    to_arrays: Callable[[GraphBatch], dict]
+    loss_and_grads: Callable
+    columns: Callable
+
+    def readout(self, params: dict, batch: GraphBatch) -> np.ndarray:
+        """float64 (c,): the readout (columns @ score) of the batch's configs."""
+        columns = self.columns(params["net"], self.to_arrays(batch))[:len(batch.target)]
+        return np.asarray(columns @ params["score"], dtype=np.float64)
 
 
 def graph_batch(path: Path, collection: Collection, k: int, configs_per_graph: int,
@@ -219,6 +239,22 @@ def _compiled_adam():
     return jax.jit(_adam_step)
 
 
+def adam_step(params: dict, moments: tuple, step: int, learning_rate: float, arrays: dict,
+              loss_and_grads: Callable) -> tuple[dict, tuple, float]:
+    """One Adam step on one padded graph: (params, moments, the loss before the step);
+    ``step`` counts from 1. Called inside `float64_context`."""
+    loss, grads = loss_and_grads(params, arrays)
+    params, moments = _compiled_adam()(params, grads, moments, float(step), learning_rate)
+    return params, moments, float(loss)
+
+
+def configs_at(batch: GraphBatch, positions: np.ndarray) -> GraphBatch:
+    """The batch of the configs at ``positions`` (int64 (p,), into ``batch.target``) of
+    one graph's batch: its nodes and edges shared, its choice and target rows taken."""
+    return replace(batch, choice=batch.choice[positions],
+                               target=batch.target[positions])
+
+
 def fit(params: dict, padded: list[dict], loss_and_grads: Callable, epochs: int,
         learning_rate: float, rng: np.random.Generator,
         on_epoch: Callable[[int, float], None] | None = None,
@@ -229,7 +265,6 @@ def fit(params: dict, padded: list[dict], loss_and_grads: Callable, epochs: int,
     params and each epoch's mean loss. Given ``valid`` padded graphs, their mean loss after
     each epoch is appended to ``valid_history``. Called inside `float64_context`."""
     jax = require_jax()
-    adam = _compiled_adam()
     padded = [jax.device_put(p) for p in padded]
     valid = [jax.device_put(p) for p in valid or []]
     zeros = jax.tree.map(jax.numpy.zeros_like, params)
@@ -240,9 +275,9 @@ def fit(params: dict, padded: list[dict], loss_and_grads: Callable, epochs: int,
         losses = []
         for index in rng.permutation(len(padded)):
             step += 1
-            loss, grads = loss_and_grads(params, padded[index])
-            params, moments = adam(params, grads, moments, float(step), learning_rate)
-            losses.append(float(loss))
+            params, moments, loss = adam_step(params, moments, step, learning_rate,
+                                              padded[index], loss_and_grads)
+            losses.append(loss)
         history.append(float(np.mean(losses)))
         if valid and valid_history is not None:
             valid_history.append(float(np.mean([float(loss_and_grads(params, arrays)[0])

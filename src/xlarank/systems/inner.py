@@ -46,6 +46,33 @@ IN_GRAPH = {"in_graph_epochs": IN_GRAPH_STEPS,
             "in_graph_inner_share": IN_GRAPH_INNER_SHARE, "in_graph_refit": False}
 
 
+def uniform_draw(configs: int) -> Callable:
+    """The ``draw`` of ``configs`` positions a step, uniform without replacement and
+    sorted (every position when the part has no more; configs 0: every one)."""
+    def draw(part_runtime: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        n = len(part_runtime)
+        return (np.sort(rng.choice(n, configs, replace=False)) if 0 < configs < n
+                else np.arange(n))
+    return draw
+
+
+def network_step(system, network, batch) -> Callable:
+    """The ``step`` of a network of xlarank's gnn or gru family
+    (`xlarank.features.jax_common.Network`) on one graph's measured configs: ``batch``
+    (a GraphBatch of every measured config, in the order the recipe's positions index);
+    one Adam step (`adam_step`) on the configs at the positions. Called inside
+    `float64_context`."""
+    from xlarank.features.jax_common import adam_step, configs_at
+
+    def step(picks: np.ndarray, rng: np.random.Generator, rate: float) -> float:
+        system.step_ += 1
+        system.params_, system.moments_, loss = adam_step(
+            system.params_, system.moments_, system.step_, rate,
+            network.to_arrays(configs_at(batch, picks)), network.loss_and_grads)
+        return loss
+    return step
+
+
 def fit_by_inner_validation(system, measured: np.ndarray, settings: dict,
                             draw: Callable, step: Callable, tau: Callable,
                             on_epoch: EpochCallback | None = None) -> dict:
