@@ -31,6 +31,7 @@ from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks
 from xlarank.errors import XlarankError
 from xlarank.features.embedding import load_family_weights, save_weights
 from xlarank.systems import RankingSystem, measured_target
+from xlarank.systems.inner import IN_GRAPH
 
 WEIGHTS_FILE = "gru_weights.npz"
 READOUT_FILE = "gru_readout.npy"
@@ -44,7 +45,7 @@ class GruSystem(RankingSystem):
     @classmethod
     def defaults(cls) -> dict:
         return {"epochs": 20, "configs_per_graph": 64, "learning_rate": 0.01,
-                "in_graph_epochs": 60}
+                "in_graph_configs": 0, **IN_GRAPH}
 
     def fit(self, files, collection, valid_files=(), on_epoch=None):
         from xlarank.features.gru_train import fit_gru, gru_batches
@@ -59,18 +60,58 @@ class GruSystem(RankingSystem):
                                  valid=valid))
 
     def fit_graph(self, graph, runtime, on_epoch=None):
+        """Train on the measured configs ``runtime`` (float64 medians indexed by config
+        index) by the in-graph recipe every system with training steps follows
+        (`xlarank.systems.inner.fit_by_inner_validation`: inner validation, successive
+        halving over the learning-rate grid, early stopping, the best checkpoint kept):
+        each step is Adam on ``in_graph_configs`` of the inner-training configs drawn
+        uniformly (0: all of them), the inner tau is the readout's order of the inner
+        configs.
+        ``history_`` holds one record per checkpoint, and ``on_epoch`` gets each while
+        the system scores with that checkpoint's weights and readout; ``chosen_`` says
+        what was chosen."""
         from xlarank.features.gru import CONTEXT_HOPS
-        from xlarank.features.gru_train import fit_gru, gru_graph_batch_options
-        from xlarank.features.jax_common import measured_batches
+        from xlarank.features.gru_train import gru_graph_batch_options, gru_network
+        from xlarank.features.jax_common import batch_of_configs, float64_context
+        from xlarank.metrics import kendall_tau
+        from xlarank.systems.inner import fit_by_inner_validation, network_step, uniform_draw
 
         s = self.settings()
-        rng = np.random.default_rng(self.seed)
-        batches = measured_batches(graph, measured_target(graph, runtime),
-                                   s["configs_per_graph"], rng,
-                                   k=CONTEXT_HOPS, **gru_graph_batch_options())
-        return self._fit(fit_gru(batches, isinstance(graph, TileGraph), self.seed,
-                                 s["in_graph_epochs"], s["learning_rate"], rng,
-                                 self._recorder(on_epoch)))
+        target = measured_target(graph, runtime)
+        measured = target.to_numpy(np.float64)
+        # Every measured config in one batch, read once; a step takes its rows.
+        batch = batch_of_configs(graph, target.index.to_numpy(np.int64), measured,
+                                 k=CONTEXT_HOPS, **gru_graph_batch_options())
+
+        def tau(positions: np.ndarray) -> float:
+            from xlarank.features.jax_common import configs_at
+
+            # The readout predicts centred log runtime: higher is slower.
+            value = kendall_tau(-network.readout(self.params_, configs_at(batch, positions)),
+                                measured[positions])
+            return 0.0 if np.isnan(value) else float(value)
+
+        def checkpoint(record: dict) -> None:
+            self._keep()
+            if on_epoch is not None:
+                on_epoch(record)
+
+        with float64_context():
+            network = gru_network(isinstance(graph, TileGraph), self.seed)
+            self.params_ = network.params
+            self.chosen_ = fit_by_inner_validation(
+                self, measured, s, uniform_draw(int(s["in_graph_configs"])),
+                network_step(self, network, batch), tau, checkpoint)
+        self._keep()
+        return self
+
+    def _keep(self) -> None:
+        """The scoring weights and readout (numpy) of the jax ``params_``."""
+        from xlarank.features.embedding import GnnWeights
+
+        self.weights_ = GnnWeights({k: np.array(v, dtype=np.float64)
+                                    for k, v in self.params_["net"].items()})
+        self.readout_ = np.array(self.params_["score"], dtype=np.float64)
 
     def _recorder(self, on_epoch):
         self.history_ = []
