@@ -164,8 +164,8 @@ def fit_gnn(batches: list[GraphBatch], is_tile: bool, seed: int, epochs: int,
             learning_rate: float, rng: np.random.Generator,
             on_epoch: Callable[[int, float], None] | None = None
             ) -> tuple[GnnWeights, list[float]]:
-    """Weights trained from random:SEED on the batches (`sampled_batches`, or
-    `measured_batches` inside one graph) and each epoch's mean training loss."""
+    """Weights trained from random:SEED on the batches (`sampled_batches`) and each
+    epoch's mean training loss."""
     require_jax()
     model = GnnModel(random_weights(seed), len(gnn_column_names(is_tile)), seed)
     with float64_context():

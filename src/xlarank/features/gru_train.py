@@ -264,7 +264,7 @@ def fit_gru(batches: list[GraphBatch], is_tile: bool, seed: int, epochs: int,
             on_epoch: Callable[[int, float], None] | None = None,
             valid: list[GraphBatch] = ()) -> FittedGru:
     """The network and its readout trained end to end from random:SEED on the batches
-    (`gru_batches`, or `jax_common.measured_batches` inside one graph)."""
+    (`gru_batches`)."""
     require_jax()
     model = GruModel(random_gru_weights(seed), len(gru_column_names(is_tile)), seed)
     valid_history: list[float] = []

@@ -2,8 +2,9 @@
 ``xlarank[gnn]``, imported on first use through `xlarank.compat.require_jax`).
 
 Training graphs as numpy batches (`GraphBatch`: `graph_batch` samples a file's configs,
-`measured_batches` chunks one graph's measured configs, `sampled_layout_configs` reads
-rows of a streamed config tensor), their arrays padded to power-of-two sizes
+`batch_of_configs` holds given configs of one graph with given runtimes, such as its
+measured ones, `configs_at` takes rows of it, `sampled_layout_configs` reads rows of a
+streamed config tensor), their arrays padded to power-of-two sizes
 (`padded_arrays`: masked wherever it matters, so a compiled gradient is reused across
 graphs of similar size), the message layer both networks use, a network bundled for
 training (`Network`), and Adam (`adam_step`, and its loop over graphs `fit`, written
@@ -127,28 +128,6 @@ def batch_of_configs(graph: TileGraph | LayoutGraph, keep: np.ndarray, target: n
         consumers=source.edge_index[:, 0].astype(np.int64),
         producers=source.edge_index[:, 1].astype(np.int64),
         config_ids=config_ids, choice=choice, target=np.asarray(target, dtype=np.float64))
-
-
-def measured_batches(graph: TileGraph | LayoutGraph, runtime, configs_per_batch: int,
-                     rng: np.random.Generator, **batch_options) -> list[GraphBatch]:
-    """In-graph training batches: the measured configs of one graph (``runtime``, a pandas
-    Series of medians indexed by config index) in random chunks of at most
-    ``configs_per_batch``, each with two distinct runtimes or more; every measured config
-    lands in one chunk. The file's own runtimes are not read."""
-    index = runtime.index.to_numpy(np.int64)
-    values = runtime.to_numpy(np.float64)
-    order = rng.permutation(len(index))
-    n_chunks = max(1, int(np.ceil(len(index) / configs_per_batch)))
-    batches = []
-    for chunk in np.array_split(order, n_chunks):
-        chunk = chunk[np.argsort(index[chunk])]
-        if len(np.unique(values[chunk])) >= 2:
-            batches.append(batch_of_configs(graph, index[chunk], values[chunk],
-                                            **batch_options))
-    if not batches:
-        raise XlarankError(f"{graph.path}: no chunk of the measured configs has two "
-                           "different runtimes")
-    return batches
 
 
 def sampled_layout_configs(graph: LayoutGraph, keep: np.ndarray) -> np.ndarray:

@@ -1,8 +1,10 @@
-"""The in-graph recipe every GNN system follows (`TpuGraphsGnn`, `CompetitionGnn`): inner
-validation on the measured configs alone, successive halving over a learning-rate grid,
-early stopping, the best checkpoint kept (or a refit on every measured config).
+"""The in-graph recipe every system with training steps follows (`TpuGraphsGnn`,
+`CompetitionGnn`, `GruSystem`, and `HybridSystem`'s GNN): inner validation on the
+measured configs alone, successive halving over a learning-rate grid, early stopping,
+the best checkpoint kept (or a refit on every measured config).
 
-No GNN has an official in-graph recipe (their authors train across graphs only), so one
+No such system has an official in-graph recipe (their authors train across graphs
+only), so one
 rule chooses it inside each fit, the same for every system (docs/systems.md, "How they are
 compared"): a seeded share of the measured configs (``in_graph_inner_share``) is held out
 as inner validation; Kendall tau on it at a checkpoint every ``in_graph_check_every``
@@ -18,7 +20,8 @@ recipe sets before each call: ``draw(runtime, rng)`` (the positions, into ``runt
 one step's configs), ``step(positions, rng, rate)`` (one training step on the measured
 configs at those positions: advances ``params_``, ``moments_`` and ``step_``, returns the
 loss) and ``tau(positions)`` (the inner Kendall tau of the current weights on those
-measured configs).
+measured configs). For the networks of xlarank's gnn and gru families, `uniform_draw` and
+`network_step` make the first two.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import numpy as np
 
 from xlarank.systems import EpochCallback
 
-# The recipe's settings, the same for every GNN system (their in_graph_* settings).
+# The recipe's settings, the same for every system (their in_graph_* settings; the
+# hybrid's gnn_in_graph_*).
 IN_GRAPH_LEARNING_RATES = (1e-3, 3e-3, 1e-2)
 IN_GRAPH_STEPS = 1500       # the step budget of the chosen rate
 IN_GRAPH_RUNG = 500         # steps every rate of the grid gets before one is chosen
