@@ -140,16 +140,17 @@ _BENCHES = (
           "in-graph rule; its own record, so the one above stays as it was published."),
     Bench("systems_rule", "Published systems: gru and hybrid by the in-graph rule",
           "python bench/systems.py --parts ingraph --systems xlarank,gru,hybrid "
-          "--ingraph-seed-list 0 --shares 0.5,0.2,0.1 --threads 1 "
+          "--ingraph-seed-list 0,1,2 --shares 0.5,0.2,0.1 --threads 1 "
           "--partial bench/results/systems_rule.jsonl --out bench/results/systems_rule.json",
           "gru and hybrid on the systems bench's in-graph protocol (real unet3d, distinct "
           "configs split at random, a share measured, Kendall tau on the rest), trained by "
           "the in-graph rule the GNNs follow (inner validation on the measured configs, a "
           "learning-rate grid by successive halving, early stopping, the best checkpoint "
           "kept; the hybrid's inner tau is that of the whole hybrid, its booster refitted at "
-          "each checkpoint), beside xlarank and random order on the same splits, seed 0, one "
-          "core per fit; its own record, so the records above stay as they were published "
-          "(`make bench`'s systems_fair line measures the same at 3 seeds)."),
+          "each checkpoint), beside xlarank and random order on the same splits, seeds 0-2, "
+          "one core per fit; its own record, so the records above stay as they were "
+          "published (`make bench`'s systems_fair line measures the same beside "
+          "tpugraphs-gnn)."),
     Bench("tile_kernels", "Real tile kernels",
           "python bench/tile_kernels.py --seeds 3 --out bench/results/tile_kernels.json",
           "The 15 real tile kernels of the XLA tuning record `../shared/tpugraphs/raw/"
