@@ -28,9 +28,10 @@ to the GNN: 20% of the measured configs held out as inner validation, a checkpoi
 on to 1,500, early stopping once the inner tau gains less than 0.005 over 3 checkpoints,
 the best checkpoint kept. The inner tau at a checkpoint is that of the whole hybrid: its
 booster fitted on the inner-training configs with that checkpoint's embedding columns,
-scoring the inner configs (on unet3d at half measured a checkpoint's booster costs about
-2.5 s on one core against 0.5 s for 100 GNN steps, so a fit of 15 checkpoints is about
-50 s: cheap enough to keep the hybrid's own tau rather than the GNN readout's). The kept
+scoring the inner configs (on unet3d at half measured a checkpoint costs about 3.3 CPU
+s on one core, its 100 GNN steps included, 1.1 s at 20%, so a fit is about 55 CPU s:
+cheap enough to keep the hybrid's own tau rather than the GNN readout's; systems_rule on
+docs/benchmarks.md). The kept
 checkpoint's GNN then gets its booster fitted on every measured config. A hybrid saved
 before the rule (its settings: gnn_epochs, gnn_in_graph_epochs 20, then epochs over
 every measured config, configs_per_graph, gnn_learning_rate, k) still loads and scores as
