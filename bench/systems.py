@@ -26,9 +26,11 @@ Parts:
   most: early stopping may end sooner).
 
 GNN epochs are cut for the synthetic part (settings in the JSON beside each row); the
-scale part says what the official epochs would cost here. In-graph, tpugraphs-gnn runs
-its own recipe (inner validation, a learning-rate grid, early stopping) and its held-out
-tau at each checkpoint is recorded against its training seconds, for the report only.
+scale part says what the official epochs would cost here. In-graph, every system with
+training steps (tpugraphs-gnn, competition-gnn, gru, the hybrid's GNN) runs the one rule
+of `xlarank.systems.inner` (inner validation, a learning-rate grid, early stopping) and
+its held-out tau at each checkpoint is recorded against its training seconds, for the
+report only.
 
     python bench/systems.py --data data/synth-demo --out bench/results/systems.json
 """
@@ -64,7 +66,8 @@ SYNTH_SETTINGS = {
                         "tile": {"epochs": 3, "eval_steps": 400}},
 }
 # In-graph rows beside the defaults: (label, system, settings, shares, seeds). None now:
-# tpugraphs-gnn's in-graph recipe chooses its learning rate and steps by inner validation.
+# the in-graph rule chooses every stepped system's learning rate and steps by inner
+# validation.
 INGRAPH_VARIANTS: list = []
 PEERS = {"peer: config aggregates (XGBoost pairwise)": ("xlarank", {"booster_spec": "baseline"})}
 # The official trainers' epoch counts (google-research-datasets/tpu_graphs): layout 50
@@ -160,7 +163,7 @@ def plateau_time(curve: list[dict], final: float, within: float = 0.01,
 def ingraph_task(task: dict) -> dict:
     """One system on unet3d, every share and seed of the task, in this (fresh) process.
 
-    Systems that checkpoint in-graph (tpugraphs-gnn: records with an ``inner_tau``) have
+    Systems that checkpoint in-graph (records with an ``inner_tau``: all but xlarank) have
     the held-out tau of each checkpoint recorded beside its training seconds: a curve for
     the report only, since the held-out configs are scored in the callback, after the
     checkpoint's record is made, and never reach the fit."""

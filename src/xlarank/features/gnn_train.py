@@ -32,6 +32,7 @@ from xlarank.features.embedding import (
 )
 from xlarank.features.jax_common import (
     GraphBatch,
+    Network,
     fit,
     float64_context,
     message_layer,
@@ -125,6 +126,15 @@ class GnnModel:
         return GnnWeights({k: np.array(v, dtype=np.float64) for k, v in self.params.items()})
 
 
+def gnn_network(is_tile: bool, seed: int) -> Network:
+    """The network from random:SEED and its training score (`GnnModel`), bundled for
+    Adam; the score is higher for faster configs. Call inside `float64_context`."""
+    model = GnnModel(random_weights(seed), len(gnn_column_names(is_tile)), seed)
+    compiled = _compiled()
+    return Network({"net": model.params, "score": model.score}, padded_arrays,
+                   compiled.loss_and_grads, compiled.columns)
+
+
 def pairwise_loss(score, target):
     """Mean softplus(-(s_i - s_j)) over pairs where config i is faster than config j (zero
     when there is none); score and target (c,)."""
@@ -154,8 +164,8 @@ def fit_gnn(batches: list[GraphBatch], is_tile: bool, seed: int, epochs: int,
             learning_rate: float, rng: np.random.Generator,
             on_epoch: Callable[[int, float], None] | None = None
             ) -> tuple[GnnWeights, list[float]]:
-    """Weights trained from random:SEED on the batches (`sampled_batches`, or
-    `measured_batches` inside one graph) and each epoch's mean training loss."""
+    """Weights trained from random:SEED on the batches (`sampled_batches`) and each
+    epoch's mean training loss."""
     require_jax()
     model = GnnModel(random_weights(seed), len(gnn_column_names(is_tile)), seed)
     with float64_context():

@@ -34,6 +34,7 @@ from xlarank.features.gru import (
 )
 from xlarank.features.jax_common import (
     GraphBatch,
+    Network,
     fit,
     float64_context,
     message_layer,
@@ -196,6 +197,16 @@ class GruModel:
         return GnnWeights({k: np.array(v, dtype=np.float64) for k, v in self.params.items()})
 
 
+def gru_network(is_tile: bool, seed: int) -> Network:
+    """The network from random:SEED and its readout (`GruModel`), bundled for Adam; the
+    readout predicts centred log runtime (higher is slower). Call inside
+    `float64_context`."""
+    model = GruModel(random_gru_weights(seed), len(gru_column_names(is_tile)), seed)
+    compiled = _compiled()
+    return Network({"net": model.params, "score": model.score}, gru_batch,
+                   compiled.loss_and_grads, compiled.columns)
+
+
 def centred_mse(prediction, target) -> float:
     """The training loss of predictions (c,) for runtimes target (c,)."""
     import jax.numpy as jnp
@@ -253,7 +264,7 @@ def fit_gru(batches: list[GraphBatch], is_tile: bool, seed: int, epochs: int,
             on_epoch: Callable[[int, float], None] | None = None,
             valid: list[GraphBatch] = ()) -> FittedGru:
     """The network and its readout trained end to end from random:SEED on the batches
-    (`gru_batches`, or `jax_common.measured_batches` inside one graph)."""
+    (`gru_batches`)."""
     require_jax()
     model = GruModel(random_gru_weights(seed), len(gru_column_names(is_tile)), seed)
     valid_history: list[float] = []

@@ -2,11 +2,13 @@
 ``xlarank[gnn]``, imported on first use through `xlarank.compat.require_jax`).
 
 Training graphs as numpy batches (`GraphBatch`: `graph_batch` samples a file's configs,
-`measured_batches` chunks one graph's measured configs, `sampled_layout_configs` reads
-rows of a streamed config tensor), their arrays padded to power-of-two sizes
+`batch_of_configs` holds given configs of one graph with given runtimes, such as its
+measured ones, `configs_at` takes rows of it, `sampled_layout_configs` reads rows of a
+streamed config tensor), their arrays padded to power-of-two sizes
 (`padded_arrays`: masked wherever it matters, so a compiled gradient is reused across
-graphs of similar size), the message layer both networks use, and Adam's loop (`fit`,
-written out, a few lines, rather than another dependency). All of it runs in float64
+graphs of similar size), the message layer both networks use, a network bundled for
+training (`Network`), and Adam (`adam_step`, and its loop over graphs `fit`, written
+out, a few lines, rather than another dependency). All of it runs in float64
 under ``jax.enable_x64`` (`float64_context`), a thread-local context entered by each
 public function of the training modules, rather than the process-wide
 ``jax_enable_x64`` flag, which would change the dtypes of any other jax code in the
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +66,25 @@ def gnn_tile_choice(graph: TileGraph, keep: np.ndarray) -> np.ndarray:
     return (tile_joined(graph, graph.config_feat[keep]) / 10.0).astype(np.float64)
 
 
+@dataclass
+class Network:
+    """A family's network (gnn or gru) ready for Adam: ``params`` {"net": its weights,
+    "score": a training-only linear readout (n_columns,)} as float64 jax arrays,
+    ``to_arrays`` (a GraphBatch padded into the network's input arrays),
+    ``loss_and_grads(params, arrays)`` and ``columns(net, arrays)`` (C, n_columns), both
+    jitted. Used inside `float64_context`."""
+
+    params: dict
+    to_arrays: Callable[[GraphBatch], dict]
+    loss_and_grads: Callable
+    columns: Callable
+
+    def readout(self, params: dict, batch: GraphBatch) -> np.ndarray:
+        """float64 (c,): the readout (columns @ score) of the batch's configs."""
+        columns = self.columns(params["net"], self.to_arrays(batch))[:len(batch.target)]
+        return np.asarray(columns @ params["score"], dtype=np.float64)
+
+
 def graph_batch(path: Path, collection: Collection, k: int, configs_per_graph: int,
                 rng: np.random.Generator, allowed: np.ndarray | None = None,
                 layout_columns: np.ndarray = LAYOUT_POSITIONS,
@@ -107,28 +128,6 @@ def batch_of_configs(graph: TileGraph | LayoutGraph, keep: np.ndarray, target: n
         consumers=source.edge_index[:, 0].astype(np.int64),
         producers=source.edge_index[:, 1].astype(np.int64),
         config_ids=config_ids, choice=choice, target=np.asarray(target, dtype=np.float64))
-
-
-def measured_batches(graph: TileGraph | LayoutGraph, runtime, configs_per_batch: int,
-                     rng: np.random.Generator, **batch_options) -> list[GraphBatch]:
-    """In-graph training batches: the measured configs of one graph (``runtime``, a pandas
-    Series of medians indexed by config index) in random chunks of at most
-    ``configs_per_batch``, each with two distinct runtimes or more; every measured config
-    lands in one chunk. The file's own runtimes are not read."""
-    index = runtime.index.to_numpy(np.int64)
-    values = runtime.to_numpy(np.float64)
-    order = rng.permutation(len(index))
-    n_chunks = max(1, int(np.ceil(len(index) / configs_per_batch)))
-    batches = []
-    for chunk in np.array_split(order, n_chunks):
-        chunk = chunk[np.argsort(index[chunk])]
-        if len(np.unique(values[chunk])) >= 2:
-            batches.append(batch_of_configs(graph, index[chunk], values[chunk],
-                                            **batch_options))
-    if not batches:
-        raise XlarankError(f"{graph.path}: no chunk of the measured configs has two "
-                           "different runtimes")
-    return batches
 
 
 def sampled_layout_configs(graph: LayoutGraph, keep: np.ndarray) -> np.ndarray:
@@ -219,6 +218,22 @@ def _compiled_adam():
     return jax.jit(_adam_step)
 
 
+def adam_step(params: dict, moments: tuple, step: int, learning_rate: float, arrays: dict,
+              loss_and_grads: Callable) -> tuple[dict, tuple, float]:
+    """One Adam step on one padded graph: (params, moments, the loss before the step);
+    ``step`` counts from 1. Called inside `float64_context`."""
+    loss, grads = loss_and_grads(params, arrays)
+    params, moments = _compiled_adam()(params, grads, moments, float(step), learning_rate)
+    return params, moments, float(loss)
+
+
+def configs_at(batch: GraphBatch, positions: np.ndarray) -> GraphBatch:
+    """The batch of the configs at ``positions`` (int64 (p,), into ``batch.target``) of
+    one graph's batch: its nodes and edges shared, its choice and target rows taken."""
+    return replace(batch, choice=batch.choice[positions],
+                               target=batch.target[positions])
+
+
 def fit(params: dict, padded: list[dict], loss_and_grads: Callable, epochs: int,
         learning_rate: float, rng: np.random.Generator,
         on_epoch: Callable[[int, float], None] | None = None,
@@ -229,7 +244,6 @@ def fit(params: dict, padded: list[dict], loss_and_grads: Callable, epochs: int,
     params and each epoch's mean loss. Given ``valid`` padded graphs, their mean loss after
     each epoch is appended to ``valid_history``. Called inside `float64_context`."""
     jax = require_jax()
-    adam = _compiled_adam()
     padded = [jax.device_put(p) for p in padded]
     valid = [jax.device_put(p) for p in valid or []]
     zeros = jax.tree.map(jax.numpy.zeros_like, params)
@@ -240,9 +254,9 @@ def fit(params: dict, padded: list[dict], loss_and_grads: Callable, epochs: int,
         losses = []
         for index in rng.permutation(len(padded)):
             step += 1
-            loss, grads = loss_and_grads(params, padded[index])
-            params, moments = adam(params, grads, moments, float(step), learning_rate)
-            losses.append(float(loss))
+            params, moments, loss = adam_step(params, moments, step, learning_rate,
+                                              padded[index], loss_and_grads)
+            losses.append(loss)
         history.append(float(np.mean(losses)))
         if valid and valid_history is not None:
             valid_history.append(float(np.mean([float(loss_and_grads(params, arrays)[0])

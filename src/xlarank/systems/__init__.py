@@ -97,6 +97,11 @@ class RankingSystem(ABC):
     def score(self, graph: TileGraph | LayoutGraph) -> np.ndarray:
         """float64 (n_configs,): every config's score, higher is predicted faster."""
 
+    def score_rows(self, graph: TileGraph | LayoutGraph, rows: np.ndarray) -> np.ndarray:
+        """float64 (len(rows),): the scores of the configs ``rows`` (config indices) as
+        `score` gives them; systems that can score a few configs alone override it."""
+        return self.score(graph)[np.asarray(rows, np.int64)]
+
     def rank_measured(self, graph: TileGraph | LayoutGraph, runtime: pd.Series,
                       groups: np.ndarray) -> pd.DataFrame:
         """The ranked table (`xlarank.rank.measured.ranked_table`) of a system trained inside

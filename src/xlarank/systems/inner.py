@@ -1,8 +1,10 @@
-"""The in-graph recipe every GNN system follows (`TpuGraphsGnn`, `CompetitionGnn`): inner
-validation on the measured configs alone, successive halving over a learning-rate grid,
-early stopping, the best checkpoint kept (or a refit on every measured config).
+"""The in-graph recipe every system with training steps follows (`TpuGraphsGnn`,
+`CompetitionGnn`, `GruSystem`, and `HybridSystem`'s GNN): inner validation on the
+measured configs alone, successive halving over a learning-rate grid, early stopping,
+the best checkpoint kept (or a refit on every measured config).
 
-No GNN has an official in-graph recipe (their authors train across graphs only), so one
+No such system has an official in-graph recipe (their authors train across graphs
+only), so one
 rule chooses it inside each fit, the same for every system (docs/systems.md, "How they are
 compared"): a seeded share of the measured configs (``in_graph_inner_share``) is held out
 as inner validation; Kendall tau on it at a checkpoint every ``in_graph_check_every``
@@ -18,7 +20,8 @@ recipe sets before each call: ``draw(runtime, rng)`` (the positions, into ``runt
 one step's configs), ``step(positions, rng, rate)`` (one training step on the measured
 configs at those positions: advances ``params_``, ``moments_`` and ``step_``, returns the
 loss) and ``tau(positions)`` (the inner Kendall tau of the current weights on those
-measured configs).
+measured configs). For the networks of xlarank's gnn and gru families, `uniform_draw` and
+`network_step` make the first two.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import numpy as np
 
 from xlarank.systems import EpochCallback
 
-# The recipe's settings, the same for every GNN system (their in_graph_* settings).
+# The recipe's settings, the same for every system (their in_graph_* settings; the
+# hybrid's gnn_in_graph_*).
 IN_GRAPH_LEARNING_RATES = (1e-3, 3e-3, 1e-2)
 IN_GRAPH_STEPS = 1500       # the step budget of the chosen rate
 IN_GRAPH_RUNG = 500         # steps every rate of the grid gets before one is chosen
@@ -44,6 +48,33 @@ IN_GRAPH = {"in_graph_epochs": IN_GRAPH_STEPS,
             "in_graph_rung": IN_GRAPH_RUNG, "in_graph_check_every": IN_GRAPH_CHECK_EVERY,
             "in_graph_patience": IN_GRAPH_PATIENCE, "in_graph_min_gain": IN_GRAPH_MIN_GAIN,
             "in_graph_inner_share": IN_GRAPH_INNER_SHARE, "in_graph_refit": False}
+
+
+def uniform_draw(configs: int) -> Callable:
+    """The ``draw`` of ``configs`` positions a step, uniform without replacement and
+    sorted (every position when the part has no more; configs 0: every one)."""
+    def draw(part_runtime: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        n = len(part_runtime)
+        return (np.sort(rng.choice(n, configs, replace=False)) if 0 < configs < n
+                else np.arange(n))
+    return draw
+
+
+def network_step(system, network, batch) -> Callable:
+    """The ``step`` of a network of xlarank's gnn or gru family
+    (`xlarank.features.jax_common.Network`) on one graph's measured configs: ``batch``
+    (a GraphBatch of every measured config, in the order the recipe's positions index);
+    one Adam step (`adam_step`) on the configs at the positions. Called inside
+    `float64_context`."""
+    from xlarank.features.jax_common import adam_step, configs_at
+
+    def step(picks: np.ndarray, rng: np.random.Generator, rate: float) -> float:
+        system.step_ += 1
+        system.params_, system.moments_, loss = adam_step(
+            system.params_, system.moments_, system.step_, rate,
+            network.to_arrays(configs_at(batch, picks)), network.loss_and_grads)
+        return loss
+    return step
 
 
 def fit_by_inner_validation(system, measured: np.ndarray, settings: dict,

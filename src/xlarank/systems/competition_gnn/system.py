@@ -28,7 +28,7 @@ from xlarank.systems.competition_gnn.model import (
     pairwise_hinge,
     tile_forward,
 )
-from xlarank.systems.inner import IN_GRAPH, fit_by_inner_validation
+from xlarank.systems.inner import IN_GRAPH, fit_by_inner_validation, uniform_draw
 from xlarank.systems.tpugraphs_gnn.batches import _bucket, _config_chunks, _configs_at
 
 ADAMW = (0.9, 0.999, 1e-8)   # torch AdamW's betas and eps (the HF Trainer's defaults)
@@ -395,12 +395,7 @@ class CompetitionGnn(RankingSystem):
         self.exact_ = True
         s = self.resolved_
         self.total_steps_ = int(s["in_graph_epochs"])
-        configs = int(s["configs"])
-
-        def draw(part_runtime: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-            n = len(part_runtime)
-            return (np.sort(rng.choice(n, configs, replace=False)) if 0 < configs < n
-                    else np.arange(n))
+        draw = uniform_draw(int(s["configs"]))
 
         def step(picks: np.ndarray, rng: np.random.Generator, rate: float) -> float:
             return self._train(self._arrays(inputs, raw[picks], measured[picks]), rng, rate)
