@@ -4,6 +4,7 @@ dataset, and the stand-in that fails a command which starts work it should have 
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -17,6 +18,19 @@ TILE = get_collection("tile-xla")
 
 
 runner = CliRunner()
+
+
+def unmeasured_runtimes_hidden(graph, measured_index) -> list:
+    """The graph twice, the file's runtimes of the configs not in ``measured_index`` (a
+    pandas Index of config indices) made NaN in one and shuffled among themselves in the
+    other: an in-graph fit that reads the measured runtimes alone fits the same model on
+    both as on the graph."""
+    unmeasured = np.setdiff1d(np.arange(graph.n_configs), measured_index.to_numpy())
+    nan = graph.config_runtime.astype(np.float64)
+    nan[unmeasured] = np.nan
+    shuffled = graph.config_runtime.copy()
+    shuffled[unmeasured] = np.random.default_rng(0).permutation(shuffled[unmeasured])
+    return [dataclasses.replace(graph, config_runtime=runtime) for runtime in (nan, shuffled)]
 
 
 def run(*args, **kwargs):

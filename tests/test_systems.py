@@ -11,6 +11,7 @@ import pytest
 from scipy.stats import kendalltau
 from typer.testing import CliRunner
 
+from helpers import unmeasured_runtimes_hidden
 from xlarank.cli import app
 from xlarank.data.collections import get_collection, split_files
 from xlarank.data.graph import load_graph
@@ -160,8 +161,6 @@ BEFORE_THE_RULE = {
 def test_in_graph_fit_reads_the_measured_configs_only(samples, name):
     """The file's runtimes of the unmeasured configs (NaN, or shuffled among themselves)
     change neither the records, the choice nor the scores; the measured ones do."""
-    import dataclasses
-
     pytest.importorskip("jax")
     graph, measured, _, _ = unet3d_split(sample(samples, UNET3D), 0.1, 1)
     rule = small_rule(name, **{**SMALL_RULE, "in_graph_rung": 4, "in_graph_epochs": 6,
@@ -175,13 +174,8 @@ def test_in_graph_fit_reads_the_measured_configs_only(samples, name):
 
     base = fitted(graph, measured)
     assert base[1]["inner_configs"] == round(0.2 * len(measured))
-    unmeasured = np.setdiff1d(np.arange(graph.n_configs), measured.index.to_numpy())
-    nan = graph.config_runtime.astype(np.float64)
-    nan[unmeasured] = np.nan
-    shuffled = graph.config_runtime.copy()
-    shuffled[unmeasured] = np.random.default_rng(0).permutation(shuffled[unmeasured])
-    for config_runtime in (nan, shuffled):
-        other = fitted(dataclasses.replace(graph, config_runtime=config_runtime), measured)
+    for hidden in unmeasured_runtimes_hidden(graph, measured.index):
+        other = fitted(hidden, measured)
         assert other[:2] == base[:2]
         np.testing.assert_array_equal(other[2], base[2])
     # The test can tell: reversing the measured runtimes' order changes the scores.

@@ -13,6 +13,7 @@ import pytest
 from scipy.stats import kendalltau
 
 from conftest import SAMPLES
+from helpers import unmeasured_runtimes_hidden
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import load_graph
 from xlarank.data.synth import synth_dataset
@@ -392,13 +393,8 @@ def test_in_graph_choice_uses_only_the_measured_configs(jnp):
                 [{k: v for k, v in rec.items() if k not in drop} for rec in system.history_])
 
     base = fitted(graph, runtime)
-    unmeasured = np.setdiff1d(np.arange(graph.n_configs), runtime.index.to_numpy())
-    nan = graph.config_runtime.astype(np.float64)
-    nan[unmeasured] = np.nan
-    shuffled = graph.config_runtime.copy()
-    shuffled[unmeasured] = np.random.default_rng(0).permutation(shuffled[unmeasured])
-    for config_runtime in (nan, shuffled):
-        other = fitted(dataclasses.replace(graph, config_runtime=config_runtime), runtime)
+    for hidden in unmeasured_runtimes_hidden(graph, runtime.index):
+        other = fitted(hidden, runtime)
         assert other[1:] == base[1:]
         for k in base[0]:
             np.testing.assert_array_equal(other[0][k], base[0][k])
