@@ -141,16 +141,16 @@ _BENCHES = (
     Bench("systems_competition_low",
           "Published systems: the competition GNN at 20% and 10% measured",
           "python bench/systems.py --parts ingraph --systems xlarank,competition-gnn "
-          "--ingraph-seed-list 0,1 --shares 0.2,0.1 --threads 1 "
+          "--ingraph-seed-list 0,1,2 --shares 0.2,0.1 --threads 1 "
           "--partial bench/results/systems_competition_low.jsonl "
           "--out bench/results/systems_competition_low.json",
           "The competition GNN's section above at the lower measured shares (20% and 10% of "
-          "unet3d's distinct configs measured, Kendall tau on the rest), seeds 0 and 1, beside "
+          "unet3d's distinct configs measured, Kendall tau on the rest), seeds 0-2, beside "
           "xlarank and random order on the same splits, one core per fit, by the same "
           "in-graph rule; its own record, so the one above stays as it was published. Seed "
           "0's rows are the first run's (commit dd5a34a, two cores shared, so its GNN's CPU "
-          "seconds ran past its wall seconds), read back from --partial; seed 1 ran pinned "
-          "to one core."),
+          "seconds ran past its wall seconds), read back from --partial with seed 1's (run "
+          "at 13a95bc); seeds 1 and 2 ran pinned to one core with taskset."),
     Bench("systems_rule", "Published systems: gru and hybrid by the in-graph rule",
           "python bench/systems.py --parts ingraph --systems xlarank,gru,hybrid "
           "--ingraph-seed-list 0,1,2 --shares 0.5,0.2,0.1 --threads 1 "
