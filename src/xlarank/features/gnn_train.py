@@ -36,6 +36,7 @@ from xlarank.features.jax_common import (
     fit,
     float64_context,
     message_layer,
+    numpy_weights,
     padded_arrays,
     sampled_batches,
 )
@@ -123,7 +124,7 @@ class GnnModel:
             return _compiled().columns(self.params, padded_arrays(batch))[:len(batch.target)]
 
     def weights(self) -> GnnWeights:
-        return GnnWeights({k: np.array(v, dtype=np.float64) for k, v in self.params.items()})
+        return numpy_weights(self.params)
 
 
 def gnn_network(is_tile: bool, seed: int) -> Network:

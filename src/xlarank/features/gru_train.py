@@ -38,6 +38,7 @@ from xlarank.features.jax_common import (
     fit,
     float64_context,
     message_layer,
+    numpy_weights,
     padded_arrays,
     sampled_batches,
 )
@@ -194,7 +195,7 @@ class GruModel:
             return _compiled().columns(self.params, gru_batch(batch))[:len(batch.target)]
 
     def weights(self) -> GnnWeights:
-        return GnnWeights({k: np.array(v, dtype=np.float64) for k, v in self.params.items()})
+        return numpy_weights(self.params)
 
 
 def gru_network(is_tile: bool, seed: int) -> Network:

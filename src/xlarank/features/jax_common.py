@@ -28,7 +28,7 @@ from xlarank.compat import require_jax
 from xlarank.data.collections import Collection
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks, load_graph
 from xlarank.errors import XlarankError
-from xlarank.features.embedding import LAYOUT_POSITIONS, NODE_INPUT_COLUMNS
+from xlarank.features.embedding import LAYOUT_POSITIONS, NODE_INPUT_COLUMNS, GnnWeights
 from xlarank.features.prune import prune_graph
 from xlarank.features.tables import tile_joined
 
@@ -230,8 +230,13 @@ def adam_step(params: dict, moments: tuple, step: int, learning_rate: float, arr
 def configs_at(batch: GraphBatch, positions: np.ndarray) -> GraphBatch:
     """The batch of the configs at ``positions`` (int64 (p,), into ``batch.target``) of
     one graph's batch: its nodes and edges shared, its choice and target rows taken."""
-    return replace(batch, choice=batch.choice[positions],
-                               target=batch.target[positions])
+    return replace(batch, choice=batch.choice[positions], target=batch.target[positions])
+
+
+def numpy_weights(net: dict) -> GnnWeights:
+    """A network's jax weights ({name: array}) as the float64 numpy `GnnWeights` that the
+    families' Numba inference and `save_weights` take."""
+    return GnnWeights({k: np.array(v, dtype=np.float64) for k, v in net.items()})
 
 
 def fit(params: dict, padded: list[dict], loss_and_grads: Callable, epochs: int,

@@ -89,7 +89,7 @@ class GruSystem(RankingSystem):
         what was chosen."""
         from xlarank.features.gru import CONTEXT_HOPS
         from xlarank.features.gru_train import gru_graph_batch_options, gru_network
-        from xlarank.features.jax_common import batch_of_configs, float64_context
+        from xlarank.features.jax_common import batch_of_configs, configs_at, float64_context
         from xlarank.metrics import kendall_tau
         from xlarank.systems.inner import fit_by_inner_validation, network_step, uniform_draw
 
@@ -101,8 +101,6 @@ class GruSystem(RankingSystem):
                                  k=CONTEXT_HOPS, **gru_graph_batch_options())
 
         def tau(positions: np.ndarray) -> float:
-            from xlarank.features.jax_common import configs_at
-
             # The readout predicts centred log runtime: higher is slower.
             value = kendall_tau(-network.readout(self.params_, configs_at(batch, positions)),
                                 measured[positions])
@@ -124,10 +122,9 @@ class GruSystem(RankingSystem):
 
     def _keep(self) -> None:
         """The scoring weights and readout (numpy) of the jax ``params_``."""
-        from xlarank.features.embedding import GnnWeights
+        from xlarank.features.jax_common import numpy_weights
 
-        self.weights_ = GnnWeights({k: np.array(v, dtype=np.float64)
-                                    for k, v in self.params_["net"].items()})
+        self.weights_ = numpy_weights(self.params_["net"])
         self.readout_ = np.array(self.params_["score"], dtype=np.float64)
 
     def _recorder(self, on_epoch):

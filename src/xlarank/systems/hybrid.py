@@ -28,15 +28,14 @@ to the GNN: 20% of the measured configs held out as inner validation, a checkpoi
 on to 1,500, early stopping once the inner tau gains less than 0.005 over 3 checkpoints,
 the best checkpoint kept. The inner tau at a checkpoint is that of the whole hybrid: its
 booster fitted on the inner-training configs with that checkpoint's embedding columns,
-scoring the inner configs (on unet3d at half measured a checkpoint costs about 3.3 CPU
-s on one core, its 100 GNN steps included, 1.1 s at 20%, so a fit is about 55 CPU s:
-cheap enough to keep the hybrid's own tau rather than the GNN readout's; systems_rule on
-docs/benchmarks.md). The kept
-checkpoint's GNN then gets its booster fitted on every measured config. A hybrid saved
-before the rule (its settings: gnn_epochs, gnn_in_graph_epochs 20, then epochs over
-every measured config, configs_per_graph, gnn_learning_rate, k) still loads and scores as
-it did; fitted again from its card, its gnn_in_graph_epochs would read as the rule's
-step budget of 20.
+scoring the inner configs (on unet3d at half measured a checkpoint costs about 3.3 CPU s
+on one core, its 100 GNN steps included, 1.1 s at 20%, so a fit is about 55 CPU s: cheap
+enough to keep the hybrid's own tau rather than the GNN readout's; systems_rule on
+docs/benchmarks.md). The kept checkpoint's GNN then gets its booster fitted on every
+measured config. A hybrid saved before the rule (its settings: gnn_epochs,
+gnn_in_graph_epochs 20, then epochs over every measured config, configs_per_graph,
+gnn_learning_rate, k) still loads and scores as it did; fitted again from its card, its
+gnn_in_graph_epochs would read as the rule's step budget of 20.
 """
 
 from __future__ import annotations
@@ -154,12 +153,12 @@ class HybridSystem(RankingSystem):
         """The hybrid of the GNN weights in ``params_`` (saved to ``weights_path``) and
         its booster fitted on the measured configs ``runtime``: ``ranker_``."""
         from xlarank.features import featurize_graph
-        from xlarank.features.embedding import GnnWeights, save_weights
+        from xlarank.features.embedding import save_weights
+        from xlarank.features.jax_common import numpy_weights
         from xlarank.frame import FrameMeta
         from xlarank.rank.train import train_ranker
 
-        save_weights(GnnWeights({k: np.array(v, dtype=np.float64)
-                                 for k, v in self.params_["net"].items()}), weights_path)
+        save_weights(numpy_weights(self.params_["net"]), weights_path)
         self.weights_path_ = weights_path
         features, booster = _specs(weights_path)
         rows = runtime.index.to_numpy(np.int64)

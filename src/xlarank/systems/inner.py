@@ -3,16 +3,16 @@
 measured configs alone, successive halving over a learning-rate grid, early stopping,
 the best checkpoint kept (or a refit on every measured config).
 
-No such system has an official in-graph recipe (their authors train across graphs
-only), so one
-rule chooses it inside each fit, the same for every system (docs/systems.md, "How they are
-compared"): a seeded share of the measured configs (``in_graph_inner_share``) is held out
-as inner validation; Kendall tau on it at a checkpoint every ``in_graph_check_every``
-steps; a rate stops early once its inner tau gains less than ``in_graph_min_gain`` over
-``in_graph_patience`` checkpoints; every rate of ``in_graph_learning_rates`` trains
-``in_graph_rung`` steps, the one with the best inner tau so far goes on to
-``in_graph_epochs`` steps (one in-graph epoch is one step), and the checkpoint of its best
-inner tau is kept. The held-out configs of a bench never reach the fit.
+No such system has an official in-graph recipe (their authors train across graphs only),
+so one rule chooses it inside each fit, the same for every system (docs/systems.md, "How
+they are compared"): a seeded share of the measured configs (``in_graph_inner_share``)
+is held out as inner validation; Kendall tau on it at a checkpoint every
+``in_graph_check_every`` steps; a rate stops early once its inner tau gains less than
+``in_graph_min_gain`` over ``in_graph_patience`` checkpoints; every rate of
+``in_graph_learning_rates`` trains ``in_graph_rung`` steps, the one with the best inner
+tau so far goes on to ``in_graph_epochs`` steps (one in-graph epoch is one step), and
+the checkpoint of its best inner tau is kept.
+The held-out configs of a bench never reach the fit.
 
 A system hands the recipe three callables and keeps its weights in ``params_``,
 ``moments_`` (Adam's two moment trees) and ``step_`` (steps taken, from 0), which the
