@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -164,6 +165,19 @@ _BENCHES = (
           "one core per fit; its own record, so the records above stay as they were "
           "published (`make bench`'s systems_fair line measures the same beside "
           "tpugraphs-gnn)."),
+    Bench("systems_cross", "Published systems across graphs by the rule, as curves",
+          "python bench/systems.py --data data/synth-demo --parts cross --systems xlarank,"
+          "tpugraphs-gnn,gru,hybrid,competition-gnn --cross-seed-list 0,1 --threads 1 "
+          "--cross-partial bench/results/systems_cross.jsonl "
+          "--out bench/results/systems_cross.json",
+          "The five systems and random order on the systems bench's synthetic cross-graph "
+          "protocol (train on the demo's train split, the headline on its valid split), every "
+          "stepped system trained by the cross-graph rule: the in-graph rule's twin (inner "
+          "validation on a held-out share of the train files, early stopping by the same "
+          "patience and min gain, the best epoch kept), each at its author's learning rate; "
+          "its held-out headline at every epoch against training CPU seconds, one core per "
+          "fit. Synthetic data: our cost model, not TpuGraphs (docs/synthetic.md). Rows read "
+          "back from `--cross-partial` keep the seconds of the run that made them."),
     Bench("tile_kernels", "Real tile kernels",
           "python bench/tile_kernels.py --seeds 3 --out bench/results/tile_kernels.json",
           "The 15 real tile kernels of the XLA tuning record `../shared/tpugraphs/raw/"
@@ -682,6 +696,9 @@ def systems(rec: dict) -> list[str]:
                                              ("train_s", "train_cpu_s", "plateau_cpu_s"))
                                     if (s, h) in cell else "–" for h in shares]]
                               for s in names]))
+    cross = rec.get("cross")
+    if cross:
+        out += cross_graph(cross, rec.get("cross_curve"))
     scale = rec.get("scale")
     if scale:
         marginal = any("marginal_epoch_s" in r for r in scale["results"])
@@ -722,6 +739,53 @@ def systems(rec: dict) -> list[str]:
     return out
 
 
+def cross_graph(cross: dict, figure: str | None) -> list[str]:
+    """The curves part of the systems bench: the cross-graph rule's figures and times."""
+    rows = cross["results"]
+    colls, names = union(rows, "collection"), union(rows, "system")
+    cell = {(r["system"], r["collection"]): r for r in rows}
+    seeds = ", ".join(map(str, cross["seed_list"]))
+    budget = ", ".join(f"{k} {v}" for k, v in cross["epochs"].items())
+    out = [f"Cross-graph by the rule, data: {data(cross['data'])}; seeds {seeds}; every "
+           f"stepped system trains on the train split less a seeded {cross['inner_share']:.0%}"
+           f" of its files (at most {cross['most_graphs']}), held out as inner validation, "
+           f"for an epoch budget ({budget}); after each epoch the headline (layout Kendall "
+           "tau, tile 1 - slowdown@5) on the inner files decides, by the in-graph rule's "
+           "patience and min gain, where it stops and which epoch it keeps; the held-out "
+           f"valid files (at most {cross['most_graphs']}, the same for every system) are "
+           "scored at each epoch for the report only. xlarank and random train once on the "
+           "whole train split. Held-out headline of the kept epoch, mean ± sd over seeds "
+           "(worst seed):"]
+    out.append(table(["system", *colls],
+                     [[s, *[pm(cell[s, c]["metric"], "min") if (s, c) in cell else "–"
+                            for c in colls]] for s in names]))
+    if figure:
+        out.append(f"![held-out headline at each epoch against training seconds]"
+                   f"(../bench/published/{Path(str(figure)).name})")
+    out.append("Per stepped system: the epoch kept / stopped at (seed by seed), the best "
+               "held-out headline of any epoch in the budget and of the last one (a curve "
+               "still rising at its end says the budget cut it), CPU s to the stop, CPU s "
+               "until the held-out headline first came within 0.01 of the kept epoch's (its "
+               "own plateau), and how many times xlarank's one fit that is, where xlarank's "
+               "figure reaches that plateau (less 0.01; – where it does not). One core per "
+               "fit.")
+    stepped = [r for r in rows if r.get("curves")]
+    out.append(table(["collection", "system", "kept / stopped epoch", "best / last in budget",
+                      "CPU s to stop", "CPU s to plateau", "x xlarank's fit"],
+                     [[r["collection"], r["system"],
+                       ", ".join(f"{p['kept_epoch']}/{p['stopped_epoch']}"
+                                 for p in r["per_seed"]),
+                       ", ".join(f"{metric(p['best_held_in_budget'])}/"
+                                 f"{metric(p['last_held'])}" for p in r["per_seed"]),
+                       num(r["train_cpu_s"], 3), num(r["plateau_cpu_s"], 3),
+                       num(r.get("plateau_ratio"), 3)] for r in stepped]))
+    ours = [r for r in rows if r["system"] == "xlarank"]
+    if ours:
+        out.append("xlarank's one fit, CPU s: " + "; ".join(
+            f"{r['collection']} {num(r['train_cpu_s'], 3)}" for r in ours) + ".")
+    return out
+
+
 def tile_kernels(rec: dict) -> list[str]:
     kernels = rec["kernels"]
     out = [f"Data: {data(rec['data'])}; {rec['seeds']} seeds, {rec['threads']} threads. "
@@ -744,9 +808,39 @@ def tile_kernels(rec: dict) -> list[str]:
                       "within 5%", "LOKO 1 - slowdown@1", "s", "peak RSS MB"], rows))
     settings = [f"{n} `{json.dumps(r['settings'], sort_keys=True)}`"
                 for n, r in rec["systems"].items() if r.get("settings")]
-    if settings:
+    costs = {n: r["in_kernel_costs"] for n, r in rec["systems"].items()
+             if "in_kernel_costs" in r}
+    if settings and not costs:
         out.append("Settings (those of the systems bench's synthetic tile row): "
                    + "; ".join(settings) + ".")
+    if costs:
+        out.append("Leave-one-kernel-out trains each stepped system by the cross-graph rule "
+                   "(bench/systems.py: 3 of the 14 other kernels held out as inner "
+                   "validation, the epoch kept and the stop by the in-graph rule's patience "
+                   "and min gain) within an epoch budget: "
+                   + "; ".join(settings) + ".")
+        ours = costs.get("xlarank", {}).get("cpu_s")
+        out.append("In-kernel training cost, mean over seeds of the sum over kernels: CPU s "
+                   "of the whole fits (xlarank's graph-local booster: fit and scoring), CPU s "
+                   "until each kernel's held-out tau first came within 0.01 of its returned "
+                   "model's (its own plateau), and that as a multiple of xlarank's whole "
+                   "fits; leave-one-kernel-out: the epoch kept / stopped at, median over "
+                   "(kernel, seed).")
+        rows = []
+        for name, c in costs.items():
+            loko = [k for run in [rec["systems"][name]["loko_per_kernel_seed0"]]
+                    for k in run.values() if "kept_epoch" in k]
+            epochs = (f"{statistics.median(k['kept_epoch'] for k in loko):g} / "
+                      f"{statistics.median(k['stopped_epoch'] for k in loko):g}"
+                      if loko else "–")
+            rows.append([name, num(c["cpu_s"], 3), num(c["plateau_cpu_s"], 3),
+                         num(c["plateau_cpu_s"] / ours, 3) if ours else "–", epochs])
+        out.append(table(["system", "in-kernel CPU s", "CPU s to plateau", "x xlarank's",
+                          "LOKO kept / stopped epoch (seed 0, median)"], rows))
+    figure = Path(str(rec.get("kernel_curve") or "")).name
+    if figure:
+        out.append(f"![held-out tau at each checkpoint against training seconds]"
+                   f"(../bench/published/{figure})")
     return out
 
 
@@ -1079,10 +1173,11 @@ def publish(results: Path, published: Path) -> list[str]:
         write_text_atomic(published / source.name, text)
         said.append(f"published {_show(source)} -> {_show(published / source.name)}{note}")
         # The record's figure (a PNG the same run drew) goes beside it, for the page.
-        drawn = results / Path(str(record.get("ingraph_curve") or "")).name
-        if record.get("ingraph_curve") and drawn.is_file():
-            (published / drawn.name).write_bytes(drawn.read_bytes())
-            said.append(f"published {_show(drawn)} -> {_show(published / drawn.name)}")
+        for key in ("ingraph_curve", "cross_curve", "kernel_curve"):
+            drawn = results / Path(str(record.get(key) or "")).name
+            if record.get(key) and drawn.is_file():
+                (published / drawn.name).write_bytes(drawn.read_bytes())
+                said.append(f"published {_show(drawn)} -> {_show(published / drawn.name)}")
     return said
 
 

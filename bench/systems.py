@@ -42,6 +42,7 @@ import json
 import multiprocessing
 import resource
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,18 @@ PEERS = {"peer: config aggregates (XGBoost pairwise)": ("xlarank", {"booster_spe
 # (unchanged since 422a990).
 OFFICIAL_EPOCHS = {"tile": {"HEAD": 100},
                    "layout": {"HEAD ddd187c": 50, "422a990": 500}}
+# The cross-graph rule (the curves part), the in-graph rule's twin: inner validation on
+# a seeded share of the train files (at most CROSS_MOST_GRAPHS: a checkpoint scores each),
+# a checkpoint per epoch, early stopping and the kept checkpoint by the in-graph rule's
+# patience and min gain (`early_stop`), each author's learning rate. The epoch budget is
+# what one core affords per system and collection; a curve still rising at its end says so
+# (best_held_in_budget, last_held).
+CROSS_INNER_SHARE = 0.2
+CROSS_MOST_GRAPHS = 25
+CROSS_EPOCHS = {"layout": 30, "tile": 8}
+CROSS_AFTER_STOP = 8   # epochs run past the rule's stop, to show what going on gives
+EPOCH_SETTING = {"tpugraphs-gnn": "epochs", "gru": "epochs", "hybrid": "gnn_epochs",
+                 "competition-gnn": "epochs"}
 SCALE_EPOCHS = 4        # epochs timed in one fit: the first and three marginal ones
 SCALE_SYSTEMS = ("tpugraphs-gnn", "gru", "hybrid", "competition-gnn")
 
@@ -160,6 +173,29 @@ def plateau_time(curve: list[dict], final: float, within: float = 0.01,
     return None
 
 
+def held_tau_recorder(system, graph, rows: np.ndarray, truth: np.ndarray, curve: list,
+                      aside: list) -> Callable[[dict], None]:
+    """The ``on_epoch`` of an in-graph fit that appends, at each checkpoint with an inner
+    tau (or of a refit), its record and the Kendall tau of the system's scores of the
+    held-out configs ``rows`` against ``truth`` (float64, their runtimes) to ``curve``,
+    and the wall and CPU seconds it spent to ``aside`` (so they are not training time).
+    The held-out configs are scored after the checkpoint's record is made: a curve for
+    the report only."""
+    from xlarank.metrics import kendall_tau
+
+    def checkpoint(record: dict) -> None:
+        if record.get("inner_tau") is None and record.get("phase") != "refit":
+            return
+        begun, cpu = time.perf_counter(), time.process_time()
+        tau = kendall_tau(system.score_rows(graph, rows), truth)
+        curve.append({k: record.get(k) for k in ("epoch", "learning_rate", "phase",
+                                                 "inner_tau", "seconds", "cpu_seconds")}
+                     | {"held_tau": round(float(np.nan_to_num(tau)), 4)})
+        aside[0] += time.perf_counter() - begun
+        aside[1] += time.process_time() - cpu
+    return checkpoint
+
+
 def ingraph_task(task: dict) -> dict:
     """One system on unet3d, every share and seed of the task, in this (fresh) process.
 
@@ -202,19 +238,8 @@ def ingraph_task(task: dict) -> dict:
                 system = get_system(task["system"])(seed=seed, threads=task.get(
                     "threads", THREADS), **task.get("settings", {}))
 
-                def checkpoint(record, system=system, held=held, curve=curve, aside=aside):
-                    if record.get("inner_tau") is None and record.get("phase") != "refit":
-                        return
-                    begun, cpu = time.perf_counter(), time.process_time()
-                    tau = kendall_tau(system.score_rows(graph, first[held]), median[held])
-                    curve.append({k: record.get(k) for k in
-                                  ("epoch", "learning_rate", "phase", "inner_tau",
-                                   "seconds", "cpu_seconds")} | {"held_tau": round(float(
-                                       np.nan_to_num(tau)), 4)})
-                    aside[0] += time.perf_counter() - begun
-                    aside[1] += time.process_time() - cpu
-
-                system.fit_graph(graph, runtime, on_epoch=checkpoint)
+                system.fit_graph(graph, runtime, on_epoch=held_tau_recorder(
+                    system, graph, first[held], median[held], curve, aside))
                 train_s = time.perf_counter() - started - aside[0]
                 train_cpu = time.process_time() - cpu_started - aside[1]
                 score, history = system.score(graph), system.history_
@@ -263,7 +288,9 @@ def scale_task(task: dict) -> dict:
 
         system = get_system(task["system"])(seed=0, threads=THREADS, **{key: epochs}, **extra)
         started, cpu_started = time.perf_counter(), time.process_time()
-        system.fit(files, collection, on_epoch=mark)
+        # The hybrid fits its booster after every epoch when asked for epochs (so that
+        # a checkpoint scores): its epochs are timed by whole fits instead.
+        system.fit(files, collection, on_epoch=None if task["system"] == "hybrid" else mark)
         mark()
         return wall, cpu
 
@@ -280,6 +307,263 @@ def scale_task(task: dict) -> dict:
         out[f"{name}marginal_epoch_s"] = round(marginal, 3)
     out["fit_s"] = round(wall[-1], 2)
     return {**out, "peak_rss_mb": round(peak_rss_mb(), 1)}
+
+
+def cross_split(files: list[Path], seed: int) -> tuple[list[Path], list[Path]]:
+    """(inner-training, inner-validation) files of a train split: a seeded ``CROSS_INNER_
+    SHARE`` of the files (at least one, at most ``CROSS_MOST_GRAPHS``) held out."""
+    files = sorted(files)
+    order = np.random.default_rng([seed, 5]).permutation(len(files))
+    n_inner = min(CROSS_MOST_GRAPHS, max(1, int(round(CROSS_INNER_SHARE * len(files)))))
+    inner = set(order[:n_inner].tolist())
+    return ([f for i, f in enumerate(files) if i not in inner],
+            [f for i, f in enumerate(files) if i in inner])
+
+
+def held_out_files(files: list[Path]) -> list[Path]:
+    """The valid split's files a curve is scored on: every one, or a fixed seeded
+    ``CROSS_MOST_GRAPHS`` of them (the same for every system and seed)."""
+    files = sorted(files)
+    if len(files) <= CROSS_MOST_GRAPHS:
+        return files
+    keep = np.random.default_rng(6).choice(len(files), CROSS_MOST_GRAPHS, replace=False)
+    return [files[i] for i in sorted(keep)]
+
+
+def early_stop(curve: list[dict]) -> tuple[int, int]:
+    """(kept, stopped): positions in ``curve`` of the checkpoint the cross-graph rule keeps
+    (the best inner metric so far) and of the one where it stops (the inner metric gained
+    less than the in-graph rule's min gain over its patience), replayed on a run of the
+    whole budget: training is the same whether the rule stops it or not, so the replay
+    gives the stopped fit's model and time, and the rest of the curve shows what going on
+    would have given."""
+    from xlarank.systems.inner import IN_GRAPH_MIN_GAIN, IN_GRAPH_PATIENCE
+
+    best, kept, reference, waited = -np.inf, 0, -np.inf, 0
+    for i, point in enumerate(curve):
+        if point["inner"] > best:
+            best, kept = point["inner"], i
+        if point["inner"] >= reference + IN_GRAPH_MIN_GAIN:
+            reference, waited = point["inner"], 0
+        else:
+            waited += 1
+            if waited >= IN_GRAPH_PATIENCE:
+                return kept, i
+    return kept, len(curve) - 1
+
+
+def cross_fit(system, fit_files: list[Path], collection, inner: list, held: list,
+              budget: int) -> dict:
+    """Fit ``system`` (built with ``budget`` epochs) on ``fit_files`` by the cross-graph
+    rule: after each epoch the collection's headline (`headline_of`, mean over graphs) on
+    the ``inner`` graphs (the rule's, counted as training time) and the scores of the
+    ``held`` graphs (the report's, not counted), beside the training wall and CPU seconds;
+    `early_stop` replays the rule. The fit goes on ``CROSS_AFTER_STOP`` epochs past the
+    rule's stop (or to the budget), for the curve: what going on would have given.
+    Returns the curve, the kept and stopped positions and the kept epoch's held-out
+    scores (one float64 array per held graph)."""
+    curve: list[dict] = []
+    scores: list[list[np.ndarray]] = []
+    aside = [0.0, 0.0]
+    started, cpu_started = time.perf_counter(), time.process_time()
+
+    class Enough(Exception):
+        """The rule stopped CROSS_AFTER_STOP epochs ago: the fit goes no further."""
+
+    def checkpoint(record: dict) -> None:
+        inner_value = float(np.mean([headline_of(g, system.score(g), g.config_runtime)
+                                     for g in inner]))
+        begun, cpu = time.perf_counter(), time.process_time()
+        scores.append([system.score(g) for g in held])
+        values = per_graph([headline_of(g, s, g.config_runtime)
+                            for g, s in zip(held, scores[-1])])
+        aside[0] += time.perf_counter() - begun
+        aside[1] += time.process_time() - cpu
+        curve.append({"epoch": len(curve) + 1, "inner": round(inner_value, 4),
+                      "held": round(values["metric"], 4),
+                      "held_median": round(values["median"], 4),
+                      "seconds": round(time.perf_counter() - started - aside[0], 2),
+                      "cpu_seconds": round(time.process_time() - cpu_started - aside[1], 2)})
+        _, stopped = early_stop(curve)
+        if len(curve) < budget and len(curve) - 1 - stopped >= CROSS_AFTER_STOP:
+            raise Enough
+
+    try:
+        system.fit(fit_files, collection, on_epoch=checkpoint)
+    except Enough:
+        pass
+    kept, stopped = early_stop(curve)
+    if len(curve) != min(budget, stopped + 1 + CROSS_AFTER_STOP):
+        raise RuntimeError(f"{system.name}: {len(curve)} checkpoints of a {budget}-epoch fit")
+    figure = curve[kept]["held"]
+    plateau = next(p for p in curve[:stopped + 1] if p["held"] >= figure - 0.01)
+    return {"curve": curve, "kept": kept, "stopped": stopped, "scores": scores[kept],
+            "metric": figure, "median": curve[kept]["held_median"],
+            "kept_epoch": curve[kept]["epoch"], "stopped_epoch": curve[stopped]["epoch"],
+            "train_s": curve[stopped]["seconds"],
+            "train_cpu_s": curve[stopped]["cpu_seconds"],
+            "plateau_cpu_s": plateau["cpu_seconds"],
+            "best_held_in_budget": max(p["held"] for p in curve),
+            "last_held": curve[-1]["held"]}
+
+
+def cross_task(task: dict) -> dict:
+    """One system on one collection and seed by the cross-graph rule (`cross_fit`), in this
+    (fresh) process: systems with epochs train on the inner-training files for the whole
+    epoch budget. Systems without epochs (xlarank, random) train once on the whole train
+    split, as in-graph, where they take every measured config."""
+    from xlarank.data.collections import get_collection, split_files
+    from xlarank.data.graph import load_graph
+    from xlarank.systems import get_system
+    from xlarank.threads import use_threads
+
+    use_threads(task["threads"])
+    collection = get_collection(task["collection"])
+    kind = "tile" if collection.is_tile else "layout"
+    seed = task["seed"]
+    train = split_files(task["data"], collection, "train")
+    fit_files, inner_files = cross_split(train, seed)
+    held = [load_graph(f, collection) for f in held_out_files(
+        split_files(task["data"], collection, "valid"))]
+    out = {"collection": collection.id, "system": task["system"], "seed": seed,
+           "fit_files": len(train), "inner_files": 0, "held_files": len(held),
+           "curve": []}
+    if task["system"] == "random":
+        rng = np.random.default_rng(seed)
+        values = [headline_of(g, rng.random(g.n_configs), g.config_runtime) for g in held]
+        return {**out, **per_graph(values), "train_s": 0.0, "train_cpu_s": 0.0,
+                "peak_rss_mb": round(peak_rss_mb(), 1)}
+    key = EPOCH_SETTING.get(task["system"])
+    settings = {key: CROSS_EPOCHS[kind]} if key else {}
+    system = get_system(task["system"])(seed=seed, threads=task["threads"], **settings)
+    if key is None:
+        started, cpu_started = time.perf_counter(), time.process_time()
+        system.fit(train, collection)
+        train_s = time.perf_counter() - started
+        train_cpu = time.process_time() - cpu_started
+        return {**out, **per_graph([headline_of(g, system.score(g), g.config_runtime)
+                                    for g in held]),
+                "train_s": round(train_s, 2), "train_cpu_s": round(train_cpu, 2),
+                "peak_rss_mb": round(peak_rss_mb(), 1)}
+    inner = [load_graph(f, collection) for f in inner_files]
+    got = cross_fit(system, fit_files, collection, inner, held, CROSS_EPOCHS[kind])
+    got.pop("scores")
+    return {**out, **got, "fit_files": len(fit_files), "inner_files": len(inner_files),
+            "settings": settings, "peak_rss_mb": round(peak_rss_mb(), 1)}
+
+
+def run_cross(data: Path, seeds: list[int], systems: list[str], collections: list[str],
+              partial: Path | None = None, threads: int = THREADS) -> list[dict]:
+    """Every collection x system x seed by `cross_task`, each in a fresh process; rows go
+    to ``partial`` (JSON lines) as they come, and units already there are not run again."""
+    from xlarank.data.collections import COLLECTIONS, get_collection
+
+    wanted = [get_collection(c).id for c in collections] if collections else [
+        c.id for c in COLLECTIONS]
+    done = {}
+    if partial is not None and partial.exists():
+        for line in partial.read_text().splitlines():
+            row = json.loads(line)
+            done[row["collection"], row["system"], row["seed"]] = row
+    rows = []
+    for collection in wanted:
+        for system in [*systems, "random"]:
+            for seed in seeds:
+                if (collection, system, seed) in done:
+                    rows.append(done[collection, system, seed])
+                    continue
+                row = in_fresh_process(cross_task, {
+                    "data": str(data), "collection": collection, "system": system,
+                    "seed": seed, "threads": threads})
+                rows.append(row)
+                if partial is not None:
+                    with open(partial, "a") as handle:
+                        handle.write(json.dumps(row) + "\n")
+                print(f"cross-graph {collection:20s} {system:16s} seed {seed} "
+                      f"{row['metric']:+.4f} (kept epoch {row.get('kept_epoch')}, stopped "
+                      f"{row.get('stopped_epoch')}, best in budget "
+                      f"{row.get('best_held_in_budget')}) train {row['train_cpu_s']:.1f} "
+                      "CPU s", flush=True)
+    return cross_summary(rows)
+
+
+def cross_summary(rows: list[dict]) -> list[dict]:
+    """Per (collection, system): the metric over seeds, CPU seconds to the rule's stop and
+    to the system's own plateau, and xlarank's CPU seconds where its one fit reaches
+    that plateau (less 0.01; None where it does not) with the ratio of the two."""
+    out = []
+    keys = list(dict.fromkeys((r["collection"], r["system"]) for r in rows))
+    for collection, system in keys:
+        mine = [r for r in rows if (r["collection"], r["system"]) == (collection, system)]
+        ours = [r for r in rows if (r["collection"], r["system"]) == (collection, "xlarank")]
+        entry = {"collection": collection, "system": system,
+                 "seeds": [r["seed"] for r in mine],
+                 "metric": summary([r["metric"] for r in mine]),
+                 "median": summary([r["median"] for r in mine]),
+                 "train_cpu_s": round(float(np.mean([r["train_cpu_s"] for r in mine])), 2),
+                 "plateau_cpu_s": round(float(np.mean([r.get("plateau_cpu_s",
+                                                             r["train_cpu_s"])
+                                                       for r in mine])), 2),
+                 "peak_rss_mb": max(r["peak_rss_mb"] for r in mine),
+                 "per_seed": [{k: r.get(k) for k in
+                               ("seed", "metric", "kept_epoch", "stopped_epoch",
+                                "best_held_in_budget", "last_held", "train_cpu_s",
+                                "plateau_cpu_s", "fit_files", "inner_files", "held_files")}
+                              for r in mine],
+                 "curves": {str(r["seed"]): r["curve"] for r in mine if r["curve"]}}
+        if ours and system not in ("xlarank", "random"):
+            ours_metric = float(np.mean([r["metric"] for r in ours]))
+            ours_cpu = float(np.mean([r["train_cpu_s"] for r in ours]))
+            reached = ours_metric >= entry["metric"]["mean"] - 0.01
+            entry["xlarank_cpu_s_to_plateau"] = round(ours_cpu, 2) if reached else None
+            entry["plateau_ratio"] = (round(entry["plateau_cpu_s"] / max(ours_cpu, 0.01), 1)
+                                      if reached else None)
+        out.append(entry)
+    return out
+
+
+def cross_curves(results: list[dict], out_dir: Path, stem: str) -> str | None:
+    """bench/results/<stem>-cross-curve.png: per collection, the held-out headline at each
+    epoch of seed 0's run (the first seed's) against its training CPU seconds (log axis),
+    the rule's kept checkpoint starred; systems without epochs are a point per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    collections = list(dict.fromkeys(r["collection"] for r in results))
+    if not collections:
+        return None
+    fig, axes = plt.subplots(1, len(collections), figsize=(max(6.4, 4.2 * len(collections)),
+                                                          3.8), squeeze=False)
+    for ax, collection in zip(axes[0], collections):
+        for row in (r for r in results if r["collection"] == collection):
+            curve = next(iter(row["curves"].values()), None)
+            if curve:
+                line, = ax.plot([max(p["cpu_seconds"], 0.1) for p in curve],
+                                [p["held"] for p in curve], marker=".", label=row["system"])
+                first = row["per_seed"][0]
+                kept = curve[first["kept_epoch"] - 1]
+                ax.scatter([max(kept["cpu_seconds"], 0.1)], [kept["held"]], marker="*",
+                           s=120, color=line.get_color(), zorder=4)
+            else:
+                ax.scatter([max(p["train_cpu_s"], 0.1) for p in row["per_seed"]],
+                           [p["metric"] for p in row["per_seed"]], label=row["system"],
+                           zorder=3)
+        ax.set_xscale("log")
+        ax.set_title(f"{collection}", fontsize=9)
+        ax.set_xlabel("training CPU seconds (1 core)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("held-out headline (tau; tile 1 - slowdown@5)")
+    fig.suptitle("Cross-graph: held-out headline at each epoch against training time; star: "
+                 "the rule's kept checkpoint\n(for the report only: it never steers "
+                 "training)", fontsize=9)
+    fig.tight_layout()
+    path = out_dir / f"{stem}-cross-curve.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return str(path)
 
 
 def in_fresh_process(fn, task: dict) -> dict:
@@ -568,12 +852,18 @@ def main() -> None:
     parser.add_argument("--partial", type=Path, default=None,
                         help="ingraph rows appended here (JSON lines) as they come; "
                              "units already there are not run again")
+    parser.add_argument("--cross-seed-list", default="0",
+                        help="comma-separated seeds of the cross part")
+    parser.add_argument("--cross-partial", type=Path, default=None,
+                        help="cross rows appended here (JSON lines) as they come; units "
+                             "already there are not run again")
     parser.add_argument("--scale-files", type=int, default=4,
                         help="sampled train files per collection for the scale part")
     parser.add_argument("--scale-collections", default="",
                         help="comma-separated collections of the scale part [all five]")
     parser.add_argument("--parts", default="synthetic,ingraph,scale",
-                        help="comma-separated; 'plots' redraws the loss plots from --out")
+                        help="comma-separated (synthetic, ingraph, cross, scale); 'plots' "
+                             "redraws the loss plots from --out")
     parser.add_argument("--systems", default="xlarank,tpugraphs-gnn,gru,hybrid,competition-gnn")
     parser.add_argument("--collections", default="",
                         help="comma-separated collections of the synthetic part [all five]")
@@ -606,6 +896,16 @@ def main() -> None:
                                      "config", "seeds": len(seeds), "seed_list": seeds,
                              "threads": args.threads, "results": results}
         record["ingraph_curve"] = ingraph_curves(results, args.out.parent, args.out.stem)
+    if "cross" in parts:
+        seeds = [int(x) for x in args.cross_seed_list.split(",")]
+        results = run_cross(args.data, seeds, systems,
+                            [c for c in args.collections.split(",") if c],
+                            args.cross_partial, args.threads)
+        record["cross"] = {"data": f"synthetic: {args.data} (xlarank synth), valid split",
+                           "seed_list": seeds, "threads": args.threads,
+                           "epochs": CROSS_EPOCHS, "inner_share": CROSS_INNER_SHARE,
+                           "most_graphs": CROSS_MOST_GRAPHS, "results": results}
+        record["cross_curve"] = cross_curves(results, args.out.parent, args.out.stem)
     if "scale" in parts:
         record["scale"] = {"data": "synthetic, a seeded sample of the real preset's train "
                                    "files, scaled to the whole split",

@@ -30,11 +30,22 @@ from pathlib import Path
 import numpy as np
 
 from provenance import write_record
-from systems import SYNTH_SETTINGS, THREADS, in_fresh_process, peak_rss_mb, summary
+from systems import (
+    CROSS_EPOCHS,
+    EPOCH_SETTING,
+    THREADS,
+    cross_fit,
+    cross_split,
+    held_tau_recorder,
+    in_fresh_process,
+    peak_rss_mb,
+    plateau_time,
+    summary,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT.parent / "shared" / "tpugraphs" / "raw" / "op_tuning_data.pb"
-SYSTEMS = ("xlarank", "tpugraphs-gnn", "gru", "hybrid", "random")
+SYSTEMS = ("xlarank", "tpugraphs-gnn", "gru", "hybrid", "competition-gnn", "random")
 MIN_DISTINCT_IN_KERNEL = 10
 
 
@@ -67,29 +78,42 @@ def kernel_task(task: dict) -> dict:
     graphs = [load_graph(f) for f in files]
     collection = get_collection("tile:xla")
 
-    def make(seed):
-        return get_system(task["system"])(seed=seed, threads=THREADS, **task["settings"])
+    def make(seed, **settings):
+        return get_system(task["system"])(seed=seed, threads=THREADS, **settings)
 
+    key = EPOCH_SETTING.get(task["system"])
     in_kernel = []
     started = time.perf_counter()
     for seed in task["seeds"]:
-        taus = {}
+        taus, costs = {}, {}
         for graph in graphs:
             first, median = _distinct(graph)
             if len(first) < MIN_DISTINCT_IN_KERNEL:
                 continue
             order = np.random.default_rng(seed).permutation(len(first))
             measured, held = order[:len(first) // 2], order[len(first) // 2:]
+            curve: list[dict] = []
+            aside = [0.0, 0.0]
+            cpu_started = time.process_time()
             if task["system"] == "random":
                 score = np.random.default_rng(seed).random(graph.n_configs)
             else:
                 runtime = pd.Series(median[measured] * graph.config_runtime_normalizers[0],
                                     index=first[measured]).sort_index()
-                score = make(seed).fit_graph(graph, runtime).score(graph)
+                system = make(seed)
+                # xlarank's graph-local booster trains when it first scores: timed too.
+                score = system.fit_graph(graph, runtime, on_epoch=held_tau_recorder(
+                    system, graph, first[held], median[held], curve, aside)).score(graph)
             taus[graph.graph_id] = float(np.nan_to_num(kendall_tau(score[first[held]],
                                                                    median[held])))
+            cpu = time.process_time() - cpu_started - aside[1]
+            plateau = plateau_time(curve, taus[graph.graph_id], clock="cpu_seconds")
+            costs[graph.graph_id] = {"cpu_s": round(cpu, 2),
+                                     "plateau_cpu_s": round(cpu if plateau is None
+                                                            else plateau, 2),
+                                     "curve": curve}
         in_kernel.append({"seed": seed, "tau_mean": float(np.mean(list(taus.values()))),
-                          "per_kernel": taus})
+                          "per_kernel": taus, "costs": costs})
     in_kernel_s = time.perf_counter() - started
     loko = []
     started = time.perf_counter()
@@ -97,15 +121,26 @@ def kernel_task(task: dict) -> dict:
         per_kernel = {}
         for i, graph in enumerate(graphs):
             target = graph.config_runtime / graph.config_runtime_normalizers
+            rule: dict = {}
+            cpu_started = time.process_time()
             if task["system"] == "random":
                 score = np.random.default_rng(seed + 1000 * i).random(graph.n_configs)
+            elif key is None:
+                score = make(seed).fit(files[:i] + files[i + 1:], collection).score(graph)
             else:
-                others = files[:i] + files[i + 1:]
-                score = make(seed).fit(others, collection).score(graph)
+                # The cross-graph rule on the other 14 kernels (bench/systems.py).
+                fit_files, inner_files = cross_split(files[:i] + files[i + 1:], seed)
+                got = cross_fit(make(seed, **{key: CROSS_EPOCHS["tile"]}), fit_files,
+                                collection, [load_graph(f) for f in inner_files], [graph],
+                                CROSS_EPOCHS["tile"])
+                score = got["scores"][0]
+                rule = {k: got[k] for k in ("kept_epoch", "stopped_epoch", "train_cpu_s")}
             per_kernel[graph.graph_id] = {
                 "configs": int(graph.n_configs),
                 "slowdown_at_5": float(slowdown_at(score, target, 5)),
-                "slowdown_at_1": float(slowdown_at(score, target, 1))}
+                "slowdown_at_1": float(slowdown_at(score, target, 1)),
+                "cpu_s": round(rule.get("train_cpu_s", time.process_time() - cpu_started),
+                               2), **rule}
         loko.append({"seed": seed, "per_kernel": per_kernel})
     return {"in_kernel": in_kernel, "in_kernel_s": round(in_kernel_s, 1), "loko": loko,
             "loko_s": round(time.perf_counter() - started, 1),
@@ -127,6 +162,57 @@ def _loko_summary(runs: list[dict]) -> dict:
                  for r in runs])}
 
 
+def _cost_summary(runs: list[dict]) -> dict:
+    """In-kernel CPU seconds, mean over seeds of the sum over kernels: the whole fit, and
+    until each kernel's held-out tau first came within 0.01 of its returned model's."""
+    return {key: round(float(np.mean([sum(c[key] for c in r["costs"].values())
+                                      for r in runs])), 2)
+            for key in ("cpu_s", "plateau_cpu_s")}
+
+
+def kernel_curves(results: dict, kernels: list[dict], out_dir: Path, stem: str
+                  ) -> str | None:
+    """<stem>-kernel-curve.png beside the record: on the kernel with the most distinct
+    configs, each system's held-out tau at each checkpoint of seed 0's in-kernel fit
+    against its training CPU seconds (log axis), one line per learning rate; systems
+    without checkpoints are a point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not results:
+        return None
+    biggest = max(kernels, key=lambda k: k["distinct_configs"])
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for name, r in results.items():
+        graph_id = biggest["graph_id"]
+        curve = r["in_kernel_curves_seed0"].get(graph_id)
+        if curve:
+            for rate in dict.fromkeys(p["learning_rate"] for p in curve):
+                points = [p for p in curve if p["learning_rate"] == rate]
+                ax.plot([max(p["cpu_seconds"], 0.01) for p in points],
+                        [p["held_tau"] for p in points], marker=".",
+                        label=f"{name} lr {rate:g}")
+        elif graph_id in r["in_kernel_per_kernel_seed0"]:
+            ax.scatter([max(r["in_kernel_costs"]["cpu_s"] / max(len(
+                r["in_kernel_per_kernel_seed0"]), 1), 0.01)],
+                [r["in_kernel_per_kernel_seed0"][graph_id]], label=name, zorder=3)
+    ax.set_xscale("log")
+    ax.set_xlabel("training CPU seconds (2 threads)")
+    ax.set_ylabel("Kendall tau, held-out configs")
+    ax.set_title(f"In-kernel on the real kernel {biggest['name']} "
+                 f"({biggest['distinct_configs']} distinct configs), seed 0\n(for the "
+                 "report only: it never steers training)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    path = out_dir / f"{stem}-kernel-curve.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return str(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--record", type=Path, default=RECORD)
@@ -143,20 +229,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         graphs = import_records([args.record], Path(tmp) / "kernels", drop_failed_runs=True)
         files = [str(Path(tmp) / "kernels" / g.relative_path) for g in graphs]
-        kernels = [{"name": g.name, "configs": int(g.arrays["config_runtime"].size),
+        kernels = [{"name": g.name, "graph_id": Path(f).stem,
+                    "configs": int(g.arrays["config_runtime"].size),
                     "distinct_configs": len(distinct_configs(load_graph(f))),
                     "max_over_default": round(float(
                         (g.arrays["config_runtime"] / g.arrays["config_runtime_normalizers"])
                         .max()), 3)} for g, f in zip(graphs, files, strict=True)]
         results = {}
         for system in args.systems.split(","):
-            settings = (SYNTH_SETTINGS.get(system) or {}).get("tile", {})
-            got = in_fresh_process(kernel_task, {"system": system, "settings": settings,
-                                                 "files": files, "seeds": seeds})
+            key = EPOCH_SETTING.get(system)
+            settings = {key: CROSS_EPOCHS["tile"]} if key else {}
+            got = in_fresh_process(kernel_task, {"system": system, "files": files,
+                                                 "seeds": seeds})
             results[system] = {
                 "settings": settings,
                 "in_kernel_tau": summary([r["tau_mean"] for r in got["in_kernel"]]),
                 "in_kernel_per_kernel_seed0": got["in_kernel"][0]["per_kernel"],
+                "in_kernel_costs": _cost_summary(got["in_kernel"]),
+                "in_kernel_curves_seed0": {k: c["curve"] for k, c in
+                                           got["in_kernel"][0]["costs"].items()
+                                           if c["curve"]},
                 "loko": _loko_summary(got["loko"]),
                 "loko_per_kernel_seed0": got["loko"][0]["per_kernel"],
                 "in_kernel_s": got["in_kernel_s"], "loko_s": got["loko_s"],
@@ -171,7 +263,8 @@ def main() -> None:
         "data": f"real XLA tuning record {args.record.name} (15 tile kernels), imported "
                 "with failed runs dropped",
         "seeds": len(seeds), "threads": THREADS, "kernels": kernels,
-        "min_distinct_in_kernel": MIN_DISTINCT_IN_KERNEL, "systems": results})
+        "min_distinct_in_kernel": MIN_DISTINCT_IN_KERNEL, "systems": results,
+        "kernel_curve": kernel_curves(results, kernels, args.out.parent, args.out.stem)})
 
 
 if __name__ == "__main__":

@@ -98,6 +98,26 @@ def test_padding_changes_no_output(competition, tiny):
     np.testing.assert_allclose(bucketed, exact, rtol=1e-5, atol=1e-6)
 
 
+def test_tile_padding_to_the_fits_largest_kernel_changes_no_output(competition, tiny):
+    """Across kernels, tile node and edge counts pad to the fit's largest bucket and
+    config counts to a power of two (few compiled shapes): the outputs are those of the
+    plain buckets."""
+    files = split_files(tiny, TILE, "train")
+    system = get_system("competition-gnn")(seed=0, **SMALL, epochs=1).fit(files[:3], TILE)
+    graphs = [load_graph(f, TILE) for f in files[:3]]
+    assert system.tile_pad_[0] >= max(len(g.node_opcode) for g in graphs)
+    padded = [system.score(g) for g in graphs]
+    least = system.tile_pad_
+    system.tile_pad_ = (0, 0)
+    for graph, score in zip(graphs, padded):
+        np.testing.assert_allclose(system.score(graph), score, rtol=1e-5, atol=1e-6)
+    # The test can tell: a graph needing a bigger node bucket than the least pads more.
+    inputs = competition.graph_inputs(graphs[0])
+    system.tile_pad_ = least
+    arrays = system._arrays(inputs, graphs[0].config_feat[:5])
+    assert len(arrays["op"]) == least[0] and len(arrays["cfg"]) == 8
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("collection", [LAYOUT, TILE], ids=["layout", "tile"])
 def test_fit_across_graphs_is_seeded_and_saves_what_it_scores(competition, tiny, collection,

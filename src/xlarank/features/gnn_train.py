@@ -149,21 +149,25 @@ def pairwise_loss(score, target):
 def train_gnn_weights(files: list[Path], collection: Collection, k: int = 2, seed: int = 0,
                       epochs: int = 5, configs_per_graph: int = 64, learning_rate: float = 0.01,
                       on_epoch: Callable[[int, float], None] | None = None,
-                      allowed: dict[Path, np.ndarray] | None = None
+                      allowed: dict[Path, np.ndarray] | None = None,
+                      on_params: Callable[[dict], None] | None = None
                       ) -> tuple[GnnWeights, list[float]]:
     """Weights trained from random:SEED on the files' graphs (each file's configs sampled
     once, from ``allowed[file]`` when given); returns them and the mean training loss of
-    each epoch. The same arguments give the same weights."""
+    each epoch. The same arguments give the same weights. ``on_params``: as
+    `xlarank.features.jax_common.fit`'s."""
     seed = check_seed(seed, "seed")
     require_jax()
     rng = np.random.default_rng(seed)
     batches = sampled_batches(files, collection, k, configs_per_graph, rng, allowed)
-    return fit_gnn(batches, collection.is_tile, seed, epochs, learning_rate, rng, on_epoch)
+    return fit_gnn(batches, collection.is_tile, seed, epochs, learning_rate, rng, on_epoch,
+                   on_params)
 
 
 def fit_gnn(batches: list[GraphBatch], is_tile: bool, seed: int, epochs: int,
             learning_rate: float, rng: np.random.Generator,
-            on_epoch: Callable[[int, float], None] | None = None
+            on_epoch: Callable[[int, float], None] | None = None,
+            on_params: Callable[[dict], None] | None = None
             ) -> tuple[GnnWeights, list[float]]:
     """Weights trained from random:SEED on the batches (`sampled_batches`) and each
     epoch's mean training loss."""
@@ -172,7 +176,7 @@ def fit_gnn(batches: list[GraphBatch], is_tile: bool, seed: int, epochs: int,
     with float64_context():
         params, history = fit({"net": model.params, "score": model.score},
                               [padded_arrays(b) for b in batches], _compiled().loss_and_grads,
-                              epochs, learning_rate, rng, on_epoch)
+                              epochs, learning_rate, rng, on_epoch, on_params=on_params)
     model.params, model.score = params["net"], params["score"]
     return model.weights(), history
 

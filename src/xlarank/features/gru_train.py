@@ -263,9 +263,10 @@ def gru_batches(files: list[Path], collection: Collection, configs_per_graph: in
 def fit_gru(batches: list[GraphBatch], is_tile: bool, seed: int, epochs: int,
             learning_rate: float, rng: np.random.Generator,
             on_epoch: Callable[[int, float], None] | None = None,
-            valid: list[GraphBatch] = ()) -> FittedGru:
+            valid: list[GraphBatch] = (),
+            on_params: Callable[[dict], None] | None = None) -> FittedGru:
     """The network and its readout trained end to end from random:SEED on the batches
-    (`gru_batches`)."""
+    (`gru_batches`); ``on_params``: as `xlarank.features.jax_common.fit`'s."""
     require_jax()
     model = GruModel(random_gru_weights(seed), len(gru_column_names(is_tile)), seed)
     valid_history: list[float] = []
@@ -274,7 +275,7 @@ def fit_gru(batches: list[GraphBatch], is_tile: bool, seed: int, epochs: int,
                               [gru_batch(b) for b in batches], _compiled().loss_and_grads,
                               epochs, learning_rate, rng, on_epoch,
                               valid=[gru_batch(b) for b in valid],
-                              valid_history=valid_history)
+                              valid_history=valid_history, on_params=on_params)
     model.params, model.score = params["net"], params["score"]
     return FittedGru(model.weights(), np.array(model.score, dtype=np.float64), history,
                      valid_history)

@@ -242,12 +242,14 @@ def numpy_weights(net: dict) -> GnnWeights:
 def fit(params: dict, padded: list[dict], loss_and_grads: Callable, epochs: int,
         learning_rate: float, rng: np.random.Generator,
         on_epoch: Callable[[int, float], None] | None = None,
-        valid: list[dict] | None = None, valid_history: list[float] | None = None
-        ) -> tuple[dict, list[float]]:
+        valid: list[dict] | None = None, valid_history: list[float] | None = None,
+        on_params: Callable[[dict], None] | None = None) -> tuple[dict, list[float]]:
     """Adam from ``params`` over the padded graphs, one step per graph, in a new order
     drawn from ``rng`` each epoch; ``loss_and_grads(params, arrays)`` jitted. Returns the
     params and each epoch's mean loss. Given ``valid`` padded graphs, their mean loss after
-    each epoch is appended to ``valid_history``. Called inside `float64_context`."""
+    each epoch is appended to ``valid_history``. ``on_params`` gets each epoch's params
+    before ``on_epoch`` is called, for a caller that scores with them (the systems'
+    checkpoints). Called inside `float64_context`."""
     jax = require_jax()
     padded = [jax.device_put(p) for p in padded]
     valid = [jax.device_put(p) for p in valid or []]
@@ -266,6 +268,8 @@ def fit(params: dict, padded: list[dict], loss_and_grads: Callable, epochs: int,
         if valid and valid_history is not None:
             valid_history.append(float(np.mean([float(loss_and_grads(params, arrays)[0])
                                                 for arrays in valid])))
+        if on_params is not None:
+            on_params(params)
         if on_epoch is not None:
             on_epoch(epoch, history[-1])
     return params, history

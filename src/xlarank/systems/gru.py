@@ -65,7 +65,13 @@ class GruSystem(RankingSystem):
                 "in_graph_configs": 0, **IN_GRAPH}
 
     def fit(self, files, collection, valid_files=(), on_epoch=None):
+        """Train across graphs (`fit_gru`); ``on_epoch`` gets each epoch's record while
+        the system scores with that epoch's weights and readout."""
         from xlarank.features.gru_train import fit_gru, gru_batches
+
+        def keep(params: dict) -> None:
+            self.params_ = params
+            self._keep()
 
         s = self.settings()
         rng = np.random.default_rng(self.seed)
@@ -74,7 +80,7 @@ class GruSystem(RankingSystem):
                              np.random.default_rng([self.seed, 1])) if valid_files else [])
         return self._fit(fit_gru(batches, collection.is_tile, self.seed, s["epochs"],
                                  s["learning_rate"], rng, self._recorder(on_epoch),
-                                 valid=valid))
+                                 valid=valid, on_params=None if on_epoch is None else keep))
 
     def fit_graph(self, graph, runtime, on_epoch=None):
         """Train on the measured configs ``runtime`` (float64 medians indexed by config

@@ -88,24 +88,51 @@ class HybridSystem(RankingSystem):
         return Path(self._tmp.name)
 
     def fit(self, files, collection, valid_files=(), on_epoch=None):
-        from xlarank.features.embedding import save_weights
+        """Train across graphs: the GNN (`train_gnn_weights`), then the booster on its
+        embedding columns. Given ``on_epoch``, the booster is fitted after every GNN epoch
+        too (a booster fit each: costly), so the callback may score the whole hybrid of
+        that epoch, as its in-graph checkpoints do."""
         from xlarank.features.gnn_train import train_gnn_weights
+        from xlarank.features.jax_common import numpy_weights
+
+        s = self.settings()
+        files = list(files)
+        workdir = self._workdir()
+        self.history_ = []
+
+        def checkpoint(params: dict) -> None:
+            # A file per epoch: featurizing caches weights by file identity.
+            self._across(files, collection, numpy_weights(params["net"]),
+                         workdir / f"gnn_{len(self.history_)}.npz")
+
+        def record(epoch: int, loss: float) -> None:
+            self.history_.append({"epoch": epoch, "train_loss": loss, "valid_loss": None})
+            on_epoch(self.history_[-1])
+
+        weights, history = train_gnn_weights(
+            files, collection, s["k"], self.seed, s["gnn_epochs"], s["configs_per_graph"],
+            s["gnn_learning_rate"], on_epoch=None if on_epoch is None else record,
+            on_params=None if on_epoch is None else checkpoint)
+        self.history_ = [{"epoch": i, "train_loss": loss, "valid_loss": None}
+                         for i, loss in enumerate(history)]
+        if on_epoch is None or not history:
+            # Otherwise the last epoch's checkpoint is this fit's hybrid already.
+            self._across(files, collection, weights, workdir / WEIGHTS_FILE)
+        return self
+
+    def _across(self, files, collection, weights, weights_path: Path) -> None:
+        """The hybrid of GNN ``weights`` (saved to ``weights_path``) and its booster fitted
+        across the labelled ``files``: ``ranker_``."""
+        from xlarank.features.embedding import save_weights
         from xlarank.rank.train import train_ranker
         from xlarank.systems.booster import graphs_frame
 
-        s = self.settings()
-        weights, history = train_gnn_weights(list(files), collection, s["k"], self.seed,
-                                             s["gnn_epochs"], s["configs_per_graph"],
-                                             s["gnn_learning_rate"])
-        self.history_ = [{"epoch": i, "train_loss": loss, "valid_loss": None}
-                         for i, loss in enumerate(history)]
-        self.weights_path_ = self._workdir() / WEIGHTS_FILE
-        save_weights(weights, self.weights_path_)
-        features, booster = _specs(self.weights_path_)
+        save_weights(weights, weights_path)
+        self.weights_path_ = weights_path
+        features, booster = _specs(weights_path)
         frame, meta = graphs_frame(files, collection, features)
         self.ranker_ = train_ranker(frame, meta, dataclasses.replace(booster, seed=self.seed),
                                     threads=self.threads or 0)
-        return self
 
     def fit_graph(self, graph, runtime, on_epoch=None):
         """Train on the measured configs ``runtime`` (float64 medians indexed by config

@@ -213,15 +213,24 @@ class CompetitionGnn(RankingSystem):
         """The padded arrays of one graph and its configs: layout cfg int32 (c, k, 18)
         embedding ids, tile cfg float32 (c, 24) scaled; label float (c,), larger slower.
         Across graphs sizes round up to `_bucket`, so a fit compiles a few shapes only;
-        inside one graph (``exact_`` set by `fit_graph`) the node and edge counts are
-        the graph's own plus one padding node (a third less work on unet3d)."""
+        tile kernels' node and edge counts round up to the largest bucket of the fit's
+        train kernels (``tile_pad_``) and their config counts to a power of two: their
+        node path sees no config, so this costs little, and a fit over hundreds of
+        kernels compiles about ten shapes, not one per (nodes, edges, configs) bucket
+        (134 on the demo's 400 kernels, which ran out of memory maps). Inside one graph
+        (``exact_`` set by `fit_graph`) the node and edge counts are the graph's own plus
+        one padding node (a third less work on unet3d)."""
         n, m, c = len(inputs.op), len(inputs.src), len(cfg)
+        big_c = _bucket(c)
         if getattr(self, "exact_", False):
             big_n, big_m, big_k = n + 1, max(m, 1), max(len(inputs.cfg_node), 1)
         else:
             big_n, big_m = _bucket(n + 1), _bucket(max(m, 1))
             big_k = _bucket(max(len(inputs.cfg_node), 1))
-        big_c = _bucket(c)
+            if self.kind_ == "tile":
+                least_n, least_m = getattr(self, "tile_pad_", (0, 0))
+                big_n, big_m = max(big_n, least_n), max(big_m, least_m)
+                big_c = 1 << max(3, (c - 1).bit_length())
         pad = big_n - 1
         a = {"feat": np.zeros((big_n, NODE_COLUMNS), np.float32),
              "layout": np.zeros((big_n, inputs.layout.shape[1]), np.int32),
@@ -308,6 +317,9 @@ class CompetitionGnn(RankingSystem):
         config = (Scaler.fit(np.concatenate([g.config_feat for g, _, _, _ in train]))
                   if kind == "tile" else None)
         self._start(kind, collection.id, node, config)
+        self.tile_pad_ = ((max(_bucket(len(i.op) + 1) for _, i, _, _ in train),
+                           max(_bucket(max(len(i.src), 1)) for _, i, _, _ in train))
+                          if kind == "tile" else (0, 0))
         s = self.resolved_
         valid = [load_graph(f, collection) for f in valid_files]
         valid_inputs = [graph_inputs(g) for g in valid]
@@ -445,7 +457,8 @@ class CompetitionGnn(RankingSystem):
         np.savez(Path(out_dir) / "weights.npz", **arrays)
         (Path(out_dir) / "gnn.json").write_text(json.dumps(
             {"kind": self.kind_, "collection": self.collection_, "resolved": self.resolved_,
-             "chosen": getattr(self, "chosen_", None)}, indent=2))
+             "chosen": getattr(self, "chosen_", None),
+             "tile_pad": list(getattr(self, "tile_pad_", (0, 0)))}, indent=2))
 
     def _load(self, out_dir: Path) -> None:
         jax = require_jax()
@@ -456,6 +469,9 @@ class CompetitionGnn(RankingSystem):
         try:
             self.kind_, self.collection_ = card["kind"], card["collection"]
             self.resolved_, self.chosen_ = dict(card["resolved"]), card.get("chosen")
+            # Saved before the tile padding: (0, 0), the buckets alone.
+            least_n, least_m = card.get("tile_pad", (0, 0))
+            self.tile_pad_ = (int(least_n), int(least_m))
         except (KeyError, TypeError, ValueError) as exc:
             raise XlarankError(f"{out_dir}: not a saved competition-gnn ({exc})") from None
         weights = regular_file(Path(out_dir) / "weights.npz", "competition-gnn weights")

@@ -1,0 +1,157 @@
+"""bench/systems.py's cross-graph rule (the curves part): the inner split, the held-out
+sample, the early-stopping replay and the summary's times, against hand-worked examples;
+and the page's rendering of it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+try:
+    import publish
+    import systems
+finally:
+    sys.path.remove(str(ROOT / "bench"))
+
+
+def point(epoch: int, inner: float, held: float, cpu: float) -> dict:
+    return {"epoch": epoch, "inner": inner, "held": held, "held_median": held,
+            "seconds": cpu, "cpu_seconds": cpu}
+
+
+def test_the_inner_split_is_seeded_disjoint_and_capped():
+    files = [Path(f"f{i:03d}.npz") for i in range(30)]
+    fit, inner = systems.cross_split(files, 0)
+    assert len(inner) == 6 and len(fit) == 24
+    assert set(fit) | set(inner) == set(files) and not set(fit) & set(inner)
+    assert systems.cross_split(list(reversed(files)), 0) == (fit, inner)
+    assert systems.cross_split(files, 1)[1] != inner
+    many = [Path(f"k{i:03d}.npz") for i in range(400)]
+    assert len(systems.cross_split(many, 0)[1]) == systems.CROSS_MOST_GRAPHS
+    assert len(systems.cross_split(files[:2], 0)[1]) == 1
+
+
+def test_the_held_out_sample_is_the_same_for_every_seed():
+    few = [Path(f"v{i}.npz") for i in range(8)]
+    assert systems.held_out_files(few) == sorted(few)
+    many = [Path(f"v{i:03d}.npz") for i in range(100)]
+    picked = systems.held_out_files(many)
+    assert len(picked) == systems.CROSS_MOST_GRAPHS and picked == sorted(picked)
+    assert systems.held_out_files(list(reversed(many))) == picked
+
+
+def test_early_stopping_replays_the_in_graph_rule():
+    # Gains of at least 0.005 reset the wait; three checkpoints without one stop.
+    inner = [0.10, 0.20, 0.203, 0.21, 0.30, 0.301, 0.302, 0.303, 0.50]
+    curve = [point(i + 1, v, 0.0, float(i)) for i, v in enumerate(inner)]
+    # The reference is 0.30 (epoch 5); 0.301, 0.302, 0.303 gain less: stop at epoch 8,
+    # keeping the best so far (epoch 8's 0.303), never seeing the 0.50 after it.
+    assert systems.early_stop(curve) == (7, 7)
+    # 0.203 gains less than 0.005 over 0.20, but 0.21 does over the reference 0.20.
+    assert systems.early_stop(curve[:4]) == (3, 3)
+    falling = [point(i + 1, v, 0.0, float(i)) for i, v in enumerate([0.4, 0.3, 0.2, 0.1, 0.5])]
+    assert systems.early_stop(falling) == (0, 3)
+
+
+def test_the_summary_times_each_plateau_against_xlarank():
+    rows = [{"collection": "c", "system": "xlarank", "seed": 0, "metric": 0.40,
+             "median": 0.40, "train_cpu_s": 2.0, "curve": [], "peak_rss_mb": 1.0},
+            {"collection": "c", "system": "gnn", "seed": 0, "metric": 0.30, "median": 0.3,
+             "train_cpu_s": 50.0, "plateau_cpu_s": 20.0, "curve": [point(1, 0, 0.3, 20.0)],
+             "best_held_in_budget": 0.3, "last_held": 0.3,
+             "kept_epoch": 1, "stopped_epoch": 1, "peak_rss_mb": 2.0},
+            {"collection": "c", "system": "better", "seed": 0, "metric": 0.45,
+             "median": 0.45, "train_cpu_s": 9.0, "plateau_cpu_s": 8.0,
+             "curve": [point(1, 0, 0.45, 8.0)], "kept_epoch": 1, "stopped_epoch": 1,
+             "peak_rss_mb": 2.0}]
+    out = {r["system"]: r for r in systems.cross_summary(rows)}
+    assert out["gnn"]["xlarank_cpu_s_to_plateau"] == 2.0
+    assert out["gnn"]["plateau_ratio"] == 10.0
+    # xlarank's 0.40 does not come within 0.01 of 0.45: no time, no ratio.
+    assert out["better"]["xlarank_cpu_s_to_plateau"] is None
+    assert out["better"]["plateau_ratio"] is None
+    assert "plateau_ratio" not in out["xlarank"]
+
+    page = "\n".join(publish.cross_graph(
+        {"data": "synthetic: d (xlarank synth), valid split", "seed_list": [0],
+         "epochs": {"layout": 30}, "inner_share": 0.2, "most_graphs": 25,
+         "results": systems.cross_summary(rows)}, "bench/results/x-cross-curve.png"))
+    assert "| gnn | 0.300 ± 0.000 (0.300) |" in page
+    assert "| c | gnn | 1/1 | 0.300/0.300 | 50 | 20 | 10 |" in page
+    assert "(../bench/published/x-cross-curve.png)" in page
+
+
+@pytest.mark.gnn
+def test_a_cross_graph_checkpoint_scores_with_that_epochs_weights(tiny_data):
+    """gru and the hybrid: the score seen at the last epoch's checkpoint is the fitted
+    system's, and an earlier epoch's differs (the callback sees each epoch's model)."""
+    pytest.importorskip("jax")
+    from xlarank.data.collections import get_collection, split_files
+    from xlarank.data.graph import load_graph
+    from xlarank.systems import get_system
+
+    for name, collection_id, settings in (("gru", "layout:xla:random", {"epochs": 3}),
+                                          ("hybrid", "layout:xla:random", {"gnn_epochs": 2})):
+        collection = get_collection(collection_id)
+        train = split_files(tiny_data, collection, "train")
+        graph = load_graph(split_files(tiny_data, collection, "valid")[0], collection)
+        system = get_system(name)(seed=0, **settings)
+        seen = []
+        system.fit(train, collection, on_epoch=lambda record: seen.append(system.score(graph)))
+        assert len(seen) == list(settings.values())[0] == len(system.history_)
+        assert (seen[-1] == system.score(graph)).all()
+        assert not (seen[0] == seen[-1]).all()
+        plain = get_system(name)(seed=0, **settings).fit(train, collection)
+        assert (plain.score(graph) == system.score(graph)).all()
+
+
+def test_cross_fit_keeps_the_scores_of_the_epoch_the_rule_keeps(tiny_data):
+    """A stand-in system whose epoch e orders the configs by runtime for the inner graphs
+    (inner headline rising, then flat) and scores held graphs by epoch: the kept epoch's
+    held-out scores come back, and the callbacks' held scoring is not training time."""
+    from xlarank.data.collections import get_collection, split_files
+    from xlarank.data.graph import load_graph
+
+    collection = get_collection("layout:xla:random")
+    graphs = [load_graph(f, collection) for f in split_files(tiny_data, collection, "train")]
+    inner, held = graphs[:2], graphs[2:3]
+    inner_ids = {id(g) for g in inner}
+
+    class Stepped:
+        name = "stepped"
+        epoch = 0
+
+        def __init__(self, epochs=7):
+            self.epochs = epochs
+
+        def fit(self, files, collection, on_epoch):
+            for self.epoch in range(1, self.epochs + 1):
+                on_epoch({"epoch": self.epoch})
+            return self
+
+        def score(self, graph):
+            runtime = graph.config_runtime.astype(float)
+            if id(graph) in inner_ids:
+                # Faster first from epoch 3 on: the inner tau climbs to 1, then holds.
+                return -runtime if self.epoch >= 3 else runtime * (3 - self.epoch)
+            return np.full(graph.n_configs, float(self.epoch))
+
+    got = systems.cross_fit(Stepped(), [], collection, inner, held, 7)
+    inner_curve = [p["inner"] for p in got["curve"]]
+    assert inner_curve[2:] == [1.0] * 5 and inner_curve[0] < 0
+    # Epoch 3 is the best; epochs 4, 5, 6 gain nothing: stopped at 6, epoch 3 kept.
+    assert (got["kept_epoch"], got["stopped_epoch"]) == (3, 6)
+    assert len(got["scores"]) == 1 and (got["scores"][0] == 3.0).all()
+    cpu = [p["cpu_seconds"] for p in got["curve"]]
+    assert cpu == sorted(cpu) and got["train_cpu_s"] == got["curve"][5]["cpu_seconds"]
+    with pytest.raises(RuntimeError, match="7 checkpoints of a 8-epoch fit"):
+        systems.cross_fit(Stepped(), [], collection, inner, held, 8)
+    # With a long budget the fit ends CROSS_AFTER_STOP epochs past the rule's stop.
+    long = systems.cross_fit(Stepped(30), [], collection, inner, held, 30)
+    assert len(long["curve"]) == 6 + systems.CROSS_AFTER_STOP
+    assert (long["kept_epoch"], long["stopped_epoch"]) == (3, 6)
