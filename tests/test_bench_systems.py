@@ -102,7 +102,8 @@ def test_a_cross_graph_checkpoint_scores_with_that_epochs_weights(tiny_data):
         graph = load_graph(split_files(tiny_data, collection, "valid")[0], collection)
         system = get_system(name)(seed=0, **settings)
         seen = []
-        system.fit(train, collection, on_epoch=lambda record: seen.append(system.score(graph)))
+        system.fit(train, collection, on_epoch=lambda record, system=system, graph=graph,
+                   seen=seen: seen.append(system.score(graph)))
         assert len(seen) == list(settings.values())[0] == len(system.history_)
         assert (seen[-1] == system.score(graph)).all()
         assert not (seen[0] == seen[-1]).all()
@@ -130,8 +131,9 @@ def test_cross_fit_keeps_the_scores_of_the_epoch_the_rule_keeps(tiny_data):
             self.epochs = epochs
 
         def fit(self, files, collection, on_epoch):
-            for self.epoch in range(1, self.epochs + 1):
-                on_epoch({"epoch": self.epoch})
+            for epoch in range(1, self.epochs + 1):
+                self.epoch = epoch
+                on_epoch({"epoch": epoch})
             return self
 
         def score(self, graph):
