@@ -5,6 +5,7 @@ tree, determinism, save/load and refused folders, and learning a planted signal 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pickle
 
@@ -98,7 +99,8 @@ def test_padding_changes_no_output(competition, tiny):
     np.testing.assert_allclose(bucketed, exact, rtol=1e-5, atol=1e-6)
 
 
-def test_tile_padding_to_the_fits_largest_kernel_changes_no_output(competition, tiny):
+def test_tile_padding_to_the_fits_largest_kernel_changes_no_output(competition, tiny,
+                                                                   tmp_path):
     """Across kernels, tile node and edge counts pad to the fit's largest bucket and
     config counts to a power of two (few compiled shapes): the outputs are those of the
     plain buckets."""
@@ -111,6 +113,16 @@ def test_tile_padding_to_the_fits_largest_kernel_changes_no_output(competition, 
     system.tile_pad_ = (0, 0)
     for graph, score in zip(graphs, padded):
         np.testing.assert_allclose(system.score(graph), score, rtol=1e-5, atol=1e-6)
+    # A saved padding past any kernel is refused on load, not allocated.
+    system.tile_pad_ = least
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    system.save(folder)
+    assert load_system(folder).tile_pad_ == least
+    card = json.loads((folder / "gnn.json").read_text())
+    (folder / "gnn.json").write_text(json.dumps({**card, "tile_pad": [1 << 40, 8]}))
+    with pytest.raises(XlarankError, match="tile_pad"):
+        load_system(folder)
     # The test can tell: a graph needing a bigger node bucket than the least pads more.
     inputs = competition.graph_inputs(graphs[0])
     system.tile_pad_ = least

@@ -33,6 +33,7 @@ from xlarank.systems.tpugraphs_gnn.batches import _bucket, _config_chunks, _conf
 
 ADAMW = (0.9, 0.999, 1e-8)   # torch AdamW's betas and eps (the HF Trainer's defaults)
 CLIP_EPS = 1e-6              # torch clip_grad_norm_: max_norm / (norm + 1e-6)
+MOST_TILE_PAD = 1 << 20      # a saved tile padding past this is refused (no kernel nears it)
 
 COMMON = {"learning_rate": 1e-3, "weight_decay": 1e-5, "warmup_ratio": 0.05,
           "max_grad_norm": 1.0, "hidden": 256, "op_embed": 16, "layout_embed": 4,
@@ -472,7 +473,10 @@ class CompetitionGnn(RankingSystem):
             # Saved before the tile padding: (0, 0), the buckets alone.
             least_n, least_m = card.get("tile_pad", (0, 0))
             self.tile_pad_ = (int(least_n), int(least_m))
-        except (KeyError, TypeError, ValueError) as exc:
+            if not all(0 <= v <= MOST_TILE_PAD for v in self.tile_pad_):
+                # A padding past any kernel's bucket would only allocate: refused.
+                raise ValueError(f"tile_pad {self.tile_pad_} outside 0..{MOST_TILE_PAD}")
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise XlarankError(f"{out_dir}: not a saved competition-gnn ({exc})") from None
         weights = regular_file(Path(out_dir) / "weights.npz", "competition-gnn weights")
         try:
