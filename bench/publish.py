@@ -759,6 +759,13 @@ def cross_graph(cross: dict, figure: str | None) -> list[str]:
     out.append(table(["system", *colls],
                      [[s, *[pm(cell[s, c]["metric"], "min") if (s, c) in cell else "–"
                             for c in colls]] for s in names]))
+    missing = {}
+    for collection, system, seed in cross.get("not_run", []):
+        missing.setdefault((system, collection), []).append(str(seed))
+    if missing:
+        out.append("Not run (a dash above, or fewer seeds): " + "; ".join(
+            f"{s} on {c}, seed {', '.join(seeds)}" for (s, c), seeds in missing.items())
+            + ".")
     if figure:
         out.append(f"![held-out headline at each epoch against training seconds]"
                    f"(../bench/published/{Path(str(figure)).name})")

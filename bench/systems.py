@@ -453,9 +453,12 @@ def cross_task(task: dict) -> dict:
 
 
 def run_cross(data: Path, seeds: list[int], systems: list[str], collections: list[str],
-              partial: Path | None = None, threads: int = THREADS) -> list[dict]:
+              partial: Path | None = None, threads: int = THREADS,
+              not_run: list | None = None) -> list[dict]:
     """Every collection x system x seed by `cross_task`, each in a fresh process; rows go
-    to ``partial`` (JSON lines) as they come, and units already there are not run again."""
+    to ``partial`` (JSON lines) as they come, and units already there are not run again.
+    With a ``not_run`` list, units missing from ``partial`` are not run but appended there
+    as [collection, system, seed], so a record can be built from the rows a run made."""
     from xlarank.data.collections import COLLECTIONS, get_collection
 
     wanted = [get_collection(c).id for c in collections] if collections else [
@@ -471,6 +474,9 @@ def run_cross(data: Path, seeds: list[int], systems: list[str], collections: lis
             for seed in seeds:
                 if (collection, system, seed) in done:
                     rows.append(done[collection, system, seed])
+                    continue
+                if not_run is not None:
+                    not_run.append([collection, system, seed])
                     continue
                 row = in_fresh_process(cross_task, {
                     "data": str(data), "collection": collection, "system": system,
@@ -857,6 +863,9 @@ def main() -> None:
     parser.add_argument("--cross-partial", type=Path, default=None,
                         help="cross rows appended here (JSON lines) as they come; units "
                              "already there are not run again")
+    parser.add_argument("--cross-no-run", action="store_true",
+                        help="build the cross part from --cross-partial's rows alone; the "
+                             "units not there are listed in the record as not run")
     parser.add_argument("--scale-files", type=int, default=4,
                         help="sampled train files per collection for the scale part")
     parser.add_argument("--scale-collections", default="",
@@ -898,13 +907,15 @@ def main() -> None:
         record["ingraph_curve"] = ingraph_curves(results, args.out.parent, args.out.stem)
     if "cross" in parts:
         seeds = [int(x) for x in args.cross_seed_list.split(",")]
+        not_run = [] if args.cross_no_run else None
         results = run_cross(args.data, seeds, systems,
                             [c for c in args.collections.split(",") if c],
-                            args.cross_partial, args.threads)
+                            args.cross_partial, args.threads, not_run)
         record["cross"] = {"data": f"synthetic: {args.data} (xlarank synth), valid split",
                            "seed_list": seeds, "threads": args.threads,
                            "epochs": CROSS_EPOCHS, "inner_share": CROSS_INNER_SHARE,
-                           "most_graphs": CROSS_MOST_GRAPHS, "results": results}
+                           "most_graphs": CROSS_MOST_GRAPHS, "results": results,
+                           "not_run": not_run or []}
         record["cross_curve"] = cross_curves(results, args.out.parent, args.out.stem)
     if "scale" in parts:
         record["scale"] = {"data": "synthetic, a seeded sample of the real preset's train "

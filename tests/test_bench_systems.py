@@ -4,6 +4,7 @@ and the page's rendering of it."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -84,6 +85,29 @@ def test_the_summary_times_each_plateau_against_xlarank():
     assert "| gnn | 0.300 ± 0.000 (0.300) |" in page
     assert "| c | gnn | 1/1 | 0.300/0.300 | 50 | 20 | 10 |" in page
     assert "(../bench/published/x-cross-curve.png)" in page
+
+
+def test_a_record_from_the_partial_alone_lists_the_units_it_lacks(tmp_path, monkeypatch):
+    def no_process(*args, **kwargs):
+        raise AssertionError("a unit was run")
+
+    monkeypatch.setattr(systems, "in_fresh_process", no_process)
+    made = {"collection": "layout:xla:random", "seed": 0, "metric": 0.4, "median": 0.4,
+            "train_cpu_s": 2.0, "curve": [], "peak_rss_mb": 1.0}
+    partial = tmp_path / "rows.jsonl"
+    partial.write_text("".join(json.dumps({**made, "system": s}) + "\n"
+                               for s in ("xlarank", "random")))
+    not_run: list = []
+    results = systems.run_cross(tmp_path, [0, 1], ["xlarank"], ["layout:xla:random"],
+                                partial, not_run=not_run)
+    assert not_run == [["layout:xla:random", "xlarank", 1], ["layout:xla:random", "random", 1]]
+    assert [(r["system"], r["seeds"]) for r in results] == [("xlarank", [0]), ("random", [0])]
+    page = "\n".join(publish.cross_graph(
+        {"data": "synthetic: d (xlarank synth), valid split", "seed_list": [0, 1],
+         "epochs": {"layout": 30}, "inner_share": 0.2, "most_graphs": 25,
+         "results": results, "not_run": not_run}, None))
+    assert ("Not run (a dash above, or fewer seeds): xlarank on layout:xla:random, seed 1; "
+            "random on layout:xla:random, seed 1.") in page
 
 
 @pytest.mark.gnn
