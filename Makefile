@@ -175,7 +175,7 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts cross \
 	    --systems xlarank,tpugraphs-gnn,gru,hybrid,competition-gnn --cross-seed-list 0,1 \
 	    --threads 1 --out bench/results/systems_cross.json
-	$(BIN)/python bench/tile_kernels.py --seeds $(QUALITY_SEEDS) --out bench/results/tile_kernels.json
+	$(BIN)/python bench/tile_kernels.py --seeds $(QUALITY_SEEDS) --out bench/results/tile_kernels_curves.json
 	$(BIN)/python bench/autotune.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/autotune.json
 	$(BIN)/python bench/autotune.py --synthetic-only --synthetic $(NOISY_DATA) --no-ablations \
 	    --out bench/results/autotune_noisy.json

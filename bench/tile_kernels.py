@@ -22,6 +22,7 @@ settings as bench/systems.py's synthetic tile row.
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 import warnings
@@ -219,7 +220,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--partial", type=Path, default=None,
+                        help="each system's results appended here (JSON lines) as they come; "
+                             "systems already there are not run again")
     args = parser.parse_args()
+    done = {}
+    if args.partial is not None and args.partial.exists():
+        for line in args.partial.read_text().splitlines():
+            row = json.loads(line)
+            done[row["system"]] = row["results"]
 
     from xlarank.data.distinct import distinct_configs
     from xlarank.data.graph import load_graph
@@ -237,6 +246,9 @@ def main() -> None:
                         .max()), 3)} for g, f in zip(graphs, files, strict=True)]
         results = {}
         for system in args.systems.split(","):
+            if system in done:
+                results[system] = done[system]
+                continue
             key = EPOCH_SETTING.get(system)
             settings = {key: CROSS_EPOCHS["tile"]} if key else {}
             got = in_fresh_process(kernel_task, {"system": system, "files": files,
@@ -254,6 +266,9 @@ def main() -> None:
                 "in_kernel_s": got["in_kernel_s"], "loko_s": got["loko_s"],
                 "peak_rss_mb": got["peak_rss_mb"]}
             r = results[system]
+            if args.partial is not None:
+                with open(args.partial, "a") as handle:
+                    handle.write(json.dumps({"system": system, "results": r}) + "\n")
             print(f"{system:15s} in-kernel tau {r['in_kernel_tau']['mean']:+.4f} ± "
                   f"{r['in_kernel_tau']['sd']:.4f}   LOKO 1-slowdown@5 "
                   f"{r['loko']['kernels_over_5_configs']['mean']:.4f} (kernels >5 configs), "

@@ -156,6 +156,15 @@ def test_benchmarks_page_is_rendered_from_the_published_figures():
     assert "commit" in expected and "`python bench/" in expected
 
 
+def test_every_bench_on_the_page_has_a_renderer():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import publish
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    assert set(publish.BENCHES) == set(publish.RENDERERS)
+
+
 def test_readme_headline_figures_are_on_the_benchmarks_page():
     """The README's results table quotes the benchmarks page: no figure of its own."""
     readme = README.read_text()
