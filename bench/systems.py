@@ -452,6 +452,17 @@ def cross_task(task: dict) -> dict:
             "settings": settings, "peak_rss_mb": round(peak_rss_mb(), 1)}
 
 
+def read_partial(partial: Path | None, keys: tuple[str, ...]) -> dict:
+    """The rows a cut-short run appended to ``partial`` (JSON lines), by their ``keys``
+    values (one key: the value itself, else a tuple); {} without the file."""
+    done = {}
+    if partial is not None and partial.exists():
+        for line in partial.read_text().splitlines():
+            row = json.loads(line)
+            done[row[keys[0]] if len(keys) == 1 else tuple(row[k] for k in keys)] = row
+    return done
+
+
 def run_cross(data: Path, seeds: list[int], systems: list[str], collections: list[str],
               partial: Path | None = None, threads: int = THREADS,
               not_run: list | None = None) -> list[dict]:
@@ -463,11 +474,7 @@ def run_cross(data: Path, seeds: list[int], systems: list[str], collections: lis
 
     wanted = [get_collection(c).id for c in collections] if collections else [
         c.id for c in COLLECTIONS]
-    done = {}
-    if partial is not None and partial.exists():
-        for line in partial.read_text().splitlines():
-            row = json.loads(line)
-            done[row["collection"], row["system"], row["seed"]] = row
+    done = read_partial(partial, ("collection", "system", "seed"))
     rows = []
     for collection in wanted:
         for system in [*systems, "random"]:
@@ -528,6 +535,29 @@ def cross_summary(rows: list[dict]) -> list[dict]:
     return out
 
 
+def plot_rates(ax, curve: list[dict], name: str, floor: float = 0.1) -> None:
+    """One line per learning rate of an in-graph curve: held-out tau against CPU s."""
+    for rate in dict.fromkeys(p["learning_rate"] for p in curve):
+        points = [p for p in curve if p["learning_rate"] == rate]
+        ax.plot([max(p.get("cpu_seconds", p.get("seconds", 0.0)), floor) for p in points],
+                [p["held_tau"] for p in points], marker=".", label=f"{name} lr {rate:g}")
+
+
+def finish_curves(fig, axes, title: str, path: Path) -> str:
+    """Log time axes, grid and legends, the title, and the figure saved at ``path``."""
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return str(path)
+
+
 def cross_curves(results: list[dict], out_dir: Path, stem: str) -> str | None:
     """bench/results/<stem>-cross-curve.png: per collection, the held-out headline at each
     epoch of seed 0's run (the first seed's) against its training CPU seconds (log axis),
@@ -556,20 +586,12 @@ def cross_curves(results: list[dict], out_dir: Path, stem: str) -> str | None:
                 ax.scatter([max(p["train_cpu_s"], 0.1) for p in row["per_seed"]],
                            [p["metric"] for p in row["per_seed"]], label=row["system"],
                            zorder=3)
-        ax.set_xscale("log")
         ax.set_title(f"{collection}", fontsize=9)
         ax.set_xlabel("training CPU seconds (1 core)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
     axes[0][0].set_ylabel("held-out headline (tau; tile 1 - slowdown@5)")
-    fig.suptitle("Cross-graph: held-out headline at each epoch against training time; star: "
-                 "the rule's kept checkpoint\n(for the report only: it never steers "
-                 "training)", fontsize=9)
-    fig.tight_layout()
-    path = out_dir / f"{stem}-cross-curve.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return str(path)
+    return finish_curves(fig, axes[0], "Cross-graph: held-out headline at each epoch against "
+                         "training time; star: the rule's kept checkpoint\n(for the report "
+                         "only: it never steers training)", out_dir / f"{stem}-cross-curve.png")
 
 
 def in_fresh_process(fn, task: dict) -> dict:
@@ -629,11 +651,7 @@ def run_ingraph(samples: Path, seeds: list[int], systems: list[str],
     compiles); each row is appended to ``partial`` (JSON lines) as it comes, so a long run
     cut short keeps what it measured, and a unit already there is not run again (the
     same code made it: `ingraph_task`)."""
-    done = {}
-    if partial is not None and partial.exists():
-        for line in partial.read_text().splitlines():
-            row = json.loads(line)
-            done[row["system"], row["share"], row["seed"]] = row
+    done = read_partial(partial, ("system", "share", "seed"))
     results = []
     runs = [(name, name, {}, shares, seeds) for name in [*systems, "random"]]
     runs += [v for v in INGRAPH_VARIANTS if v[1] in systems]
@@ -706,29 +724,18 @@ def ingraph_curves(results: list[dict], out_dir: Path, stem: str = "systems"
         for row in (r for r in results if r["share"] == share):
             curve = row["curves"].get("0") or next(iter(row["curves"].values()), None)
             if curve:
-                for rate in dict.fromkeys(p["learning_rate"] for p in curve):
-                    points = [p for p in curve if p["learning_rate"] == rate]
-                    ax.plot([max(p.get("cpu_seconds", p["seconds"]), 0.1) for p in points],
-                            [p["held_tau"] for p in points], marker=".",
-                            label=f"{row['system']} lr {rate:g}")
+                plot_rates(ax, curve, row["system"])
             else:
                 ax.scatter([max(p.get("train_cpu_s", p["train_s"]), 0.1)
                             for p in row["per_seed"]],
                            [p["tau"] for p in row["per_seed"]], label=row["system"],
                            zorder=3)
-        ax.set_xscale("log")
         ax.set_title(f"unet3d, {share:.0%} measured", fontsize=9)
         ax.set_xlabel("training CPU seconds (1 core)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
     axes[0][0].set_ylabel("Kendall tau, held-out configs")
-    fig.suptitle("In-graph: held-out tau at each checkpoint against training time\n"
-                 "(for the report only: it never steers training)", fontsize=9)
-    fig.tight_layout()
-    path = out_dir / f"{stem}-ingraph-curve.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return str(path)
+    return finish_curves(fig, axes[0], "In-graph: held-out tau at each checkpoint against "
+                         "training time\n(for the report only: it never steers training)",
+                         out_dir / f"{stem}-ingraph-curve.png")
 
 
 def scale_sample(work: Path, per_collection: int, seed: int,

@@ -37,10 +37,13 @@ from systems import (
     THREADS,
     cross_fit,
     cross_split,
+    finish_curves,
     held_tau_recorder,
     in_fresh_process,
     peak_rss_mb,
     plateau_time,
+    plot_rates,
+    read_partial,
     summary,
 )
 
@@ -190,28 +193,17 @@ def kernel_curves(results: dict, kernels: list[dict], out_dir: Path, stem: str
         graph_id = biggest["graph_id"]
         curve = r["in_kernel_curves_seed0"].get(graph_id)
         if curve:
-            for rate in dict.fromkeys(p["learning_rate"] for p in curve):
-                points = [p for p in curve if p["learning_rate"] == rate]
-                ax.plot([max(p["cpu_seconds"], 0.01) for p in points],
-                        [p["held_tau"] for p in points], marker=".",
-                        label=f"{name} lr {rate:g}")
+            plot_rates(ax, curve, name, floor=0.01)
         elif graph_id in r["in_kernel_per_kernel_seed0"]:
             ax.scatter([max(r["in_kernel_costs"]["cpu_s"] / max(len(
                 r["in_kernel_per_kernel_seed0"]), 1), 0.01)],
                 [r["in_kernel_per_kernel_seed0"][graph_id]], label=name, zorder=3)
-    ax.set_xscale("log")
     ax.set_xlabel("training CPU seconds (2 threads)")
     ax.set_ylabel("Kendall tau, held-out configs")
-    ax.set_title(f"In-kernel on the real kernel {biggest['name']} "
-                 f"({biggest['distinct_configs']} distinct configs), seed 0\n(for the "
-                 "report only: it never steers training)", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=6)
-    fig.tight_layout()
-    path = out_dir / f"{stem}-kernel-curve.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return str(path)
+    return finish_curves(fig, [ax], f"In-kernel on the real kernel {biggest['name']} "
+                         f"({biggest['distinct_configs']} distinct configs), seed 0\n(for "
+                         "the report only: it never steers training)",
+                         out_dir / f"{stem}-kernel-curve.png")
 
 
 def main() -> None:
@@ -224,11 +216,8 @@ def main() -> None:
                         help="each system's results appended here (JSON lines) as they come; "
                              "systems already there are not run again")
     args = parser.parse_args()
-    done = {}
-    if args.partial is not None and args.partial.exists():
-        for line in args.partial.read_text().splitlines():
-            row = json.loads(line)
-            done[row["system"]] = row["results"]
+    done = {system: row["results"]
+            for system, row in read_partial(args.partial, ("system",)).items()}
 
     from xlarank.data.distinct import distinct_configs
     from xlarank.data.graph import load_graph

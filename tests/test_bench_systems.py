@@ -181,3 +181,33 @@ def test_cross_fit_keeps_the_scores_of_the_epoch_the_rule_keeps(tiny_data):
     long = systems.cross_fit(Stepped(30), [], collection, inner, held, 30)
     assert len(long["curve"]) == 6 + systems.CROSS_AFTER_STOP
     assert (long["kept_epoch"], long["stopped_epoch"]) == (3, 6)
+
+
+def test_the_curve_figures_draw_a_line_per_rate_and_a_point_per_unstepped_seed(tmp_path):
+    from PIL import Image
+
+    rated = [{"learning_rate": lr, "cpu_seconds": float(i + 1), "held_tau": 0.1 * i}
+             for lr in (1e-3, 1e-2) for i in range(3)]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    systems.plot_rates(ax, rated, "gnn")
+    assert [line.get_label() for line in ax.get_lines()] == ["gnn lr 0.001", "gnn lr 0.01"]
+    assert list(ax.get_lines()[1].get_ydata()) == [0.0, 0.1, 0.2]
+    plt.close(fig)
+
+    ingraph = [{"share": 0.5, "system": "gnn", "curves": {"0": rated}, "per_seed": []},
+               {"share": 0.5, "system": "xlarank", "curves": {},
+                "per_seed": [{"train_s": 1.0, "train_cpu_s": 1.0, "tau": 0.8}]}]
+    cross = [{"collection": "c", "system": "gnn", "per_seed": [{"kept_epoch": 2}],
+              "curves": {"0": [point(e, 0, 0.1 * e, float(e)) for e in (1, 2, 3)]}},
+             {"collection": "c", "system": "xlarank", "curves": {},
+              "per_seed": [{"train_cpu_s": 1.0, "metric": 0.4}]}]
+    for path in (systems.ingraph_curves(ingraph, tmp_path, "a"),
+                 systems.cross_curves(cross, tmp_path, "b")):
+        with Image.open(path) as image:
+            assert image.format == "PNG" and image.size[0] >= 640
+    assert systems.ingraph_curves([], tmp_path, "c") is None
