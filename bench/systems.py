@@ -18,6 +18,14 @@ Parts:
   training wall and CPU seconds, and (systems that checkpoint) the held-out tau at each
   checkpoint and the time to come within 0.01 of the returned model's; a PNG of those
   curves. Every system trains on the measured configs only.
+- cross: the synthetic tree again, every stepped system by the cross-graph rule (the
+  in-graph rule's twin: a seeded 20% of the train files, at most 25, held out as inner
+  validation; the headline on them after each epoch decides the stop and the kept epoch
+  by the same patience and min gain), its held-out headline at each epoch on the valid
+  split (at most 25 files) for the report only, and the CPU seconds to its own plateau
+  beside xlarank's one fit; a PNG of those curves. The synthetic part hands the valid
+  split to fit (tpugraphs-gnn's early stopping and competition-gnn's best epoch read it);
+  this part does not.
 - scale: a seeded sample of the `real` synth preset's train files (drawn by index, so the
   size mix is the preset's), per GNN system and collection: one fit of a few epochs timed
   epoch by epoch, the first epoch (one-off costs included) and the marginal one, scaled to
@@ -313,6 +321,9 @@ def cross_split(files: list[Path], seed: int) -> tuple[list[Path], list[Path]]:
     """(inner-training, inner-validation) files of a train split: a seeded ``CROSS_INNER_
     SHARE`` of the files (at least one, at most ``CROSS_MOST_GRAPHS``) held out."""
     files = sorted(files)
+    if len(files) < 2:
+        raise ValueError(f"the cross-graph rule needs 2 train files, one to train on and "
+                         f"one for inner validation: {len(files)} given")
     order = np.random.default_rng([seed, 5]).permutation(len(files))
     n_inner = min(CROSS_MOST_GRAPHS, max(1, int(round(CROSS_INNER_SHARE * len(files)))))
     inner = set(order[:n_inner].tolist())
@@ -379,7 +390,8 @@ def cross_fit(system, fit_files: list[Path], collection, inner: list, held: list
                             for g, s in zip(held, scores[-1])])
         aside[0] += time.perf_counter() - begun
         aside[1] += time.process_time() - cpu
-        curve.append({"epoch": len(curve) + 1, "inner": round(inner_value, 4),
+        # Unrounded: the rule compares it against a 0.005 gain (as the in-graph rule does).
+        curve.append({"epoch": len(curve) + 1, "inner": inner_value,
                       "held": round(values["metric"], 4),
                       "held_median": round(values["median"], 4),
                       "seconds": round(time.perf_counter() - started - aside[0], 2),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,13 @@ def point(epoch: int, inner: float, held: float, cpu: float) -> dict:
             "seconds": cpu, "cpu_seconds": cpu}
 
 
+def burn(cpu_seconds: float) -> None:
+    """Spin until this process has used ``cpu_seconds`` more CPU time."""
+    until = time.process_time() + cpu_seconds
+    while time.process_time() < until:
+        pass
+
+
 def test_the_inner_split_is_seeded_disjoint_and_capped():
     files = [Path(f"f{i:03d}.npz") for i in range(30)]
     fit, inner = systems.cross_split(files, 0)
@@ -35,6 +43,8 @@ def test_the_inner_split_is_seeded_disjoint_and_capped():
     many = [Path(f"k{i:03d}.npz") for i in range(400)]
     assert len(systems.cross_split(many, 0)[1]) == systems.CROSS_MOST_GRAPHS
     assert len(systems.cross_split(files[:2], 0)[1]) == 1
+    with pytest.raises(ValueError, match="2 train files"):
+        systems.cross_split(files[:1], 0)
 
 
 def test_the_held_out_sample_is_the_same_for_every_seed():
@@ -163,8 +173,10 @@ def test_cross_fit_keeps_the_scores_of_the_epoch_the_rule_keeps(tiny_data):
         def score(self, graph):
             runtime = graph.config_runtime.astype(float)
             if id(graph) in inner_ids:
+                burn(0.03)
                 # Faster first from epoch 3 on: the inner tau climbs to 1, then holds.
                 return -runtime if self.epoch >= 3 else runtime * (3 - self.epoch)
+            burn(0.2)
             return np.full(graph.n_configs, float(self.epoch))
 
     got = systems.cross_fit(Stepped(), [], collection, inner, held, 7)
@@ -175,6 +187,8 @@ def test_cross_fit_keeps_the_scores_of_the_epoch_the_rule_keeps(tiny_data):
     assert len(got["scores"]) == 1 and (got["scores"][0] == 3.0).all()
     cpu = [p["cpu_seconds"] for p in got["curve"]]
     assert cpu == sorted(cpu) and got["train_cpu_s"] == got["curve"][5]["cpu_seconds"]
+    # Inner scoring (2 graphs x 0.03 CPU s an epoch) counts; held scoring (0.2) does not.
+    assert 7 * 2 * 0.03 - 0.02 <= cpu[-1] < 7 * 2 * 0.03 + 0.5
     with pytest.raises(RuntimeError, match="7 checkpoints of a 8-epoch fit"):
         systems.cross_fit(Stepped(), [], collection, inner, held, 8)
     # With a long budget the fit ends CROSS_AFTER_STOP epochs past the rule's stop.

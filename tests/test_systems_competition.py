@@ -108,26 +108,32 @@ def test_tile_padding_to_the_fits_largest_kernel_changes_no_output(competition, 
     system = get_system("competition-gnn")(seed=0, **SMALL, epochs=1).fit(files[:3], TILE)
     graphs = [load_graph(f, TILE) for f in files[:3]]
     assert system.tile_pad_[0] >= max(len(g.node_opcode) for g in graphs)
+    saved_pad = system.tile_pad_
+    # Padded well past every kernel's own bucket, so the comparison can tell.
+    system.tile_pad_ = (64, 64)
+    inputs = competition.graph_inputs(graphs[0])
+    assert len(system._arrays(inputs, graphs[0].config_feat[:5])["op"]) == 64
     padded = [system.score(g) for g in graphs]
-    least = system.tile_pad_
     system.tile_pad_ = (0, 0)
+    assert len(system._arrays(inputs, graphs[0].config_feat[:5])["op"]) < 64
     for graph, score in zip(graphs, padded):
         np.testing.assert_allclose(system.score(graph), score, rtol=1e-5, atol=1e-6)
-    # A saved padding past any kernel is refused on load, not allocated.
-    system.tile_pad_ = least
+    # The padding round-trips; one that is not a bucket, or past any kernel, is refused
+    # on load, not allocated.
+    system.tile_pad_ = saved_pad
     folder = tmp_path / "saved"
     folder.mkdir()
     system.save(folder)
-    assert load_system(folder).tile_pad_ == least
+    assert load_system(folder).tile_pad_ == saved_pad
     card = json.loads((folder / "gnn.json").read_text())
-    (folder / "gnn.json").write_text(json.dumps({**card, "tile_pad": [1 << 40, 8]}))
+    for bad in ([1 << 40, 8], [1 << 17, 8], [12, 8], [8.0, 8], "12", [True, 8], [8]):
+        (folder / "gnn.json").write_text(json.dumps({**card, "tile_pad": bad}))
+        with pytest.raises(XlarankError, match="tile_pad"):
+            load_system(folder)
+    (folder / "gnn.json").write_text(json.dumps({**card, "kind": "layout",
+                                                 "tile_pad": [8, 8]}))
     with pytest.raises(XlarankError, match="tile_pad"):
         load_system(folder)
-    # The test can tell: a graph needing a bigger node bucket than the least pads more.
-    inputs = competition.graph_inputs(graphs[0])
-    system.tile_pad_ = least
-    arrays = system._arrays(inputs, graphs[0].config_feat[:5])
-    assert len(arrays["op"]) == least[0] and len(arrays["cfg"]) == 8
 
 
 @pytest.mark.slow

@@ -33,7 +33,9 @@ from xlarank.systems.tpugraphs_gnn.batches import _bucket, _config_chunks, _conf
 
 ADAMW = (0.9, 0.999, 1e-8)   # torch AdamW's betas and eps (the HF Trainer's defaults)
 CLIP_EPS = 1e-6              # torch clip_grad_norm_: max_norm / (norm + 1e-6)
-MOST_TILE_PAD = 1 << 20      # a saved tile padding past this is refused (no kernel nears it)
+# A saved tile padding past this is refused: real kernels have a few to a few hundred
+# nodes (FORMAT.md), and at 2^16 one activation of the largest hidden width is 64 MiB.
+MOST_TILE_PAD = 1 << 16
 
 COMMON = {"learning_rate": 1e-3, "weight_decay": 1e-5, "warmup_ratio": 0.05,
           "max_grad_norm": 1.0, "hidden": 256, "op_embed": 16, "layout_embed": 4,
@@ -58,6 +60,21 @@ OFFICIAL = {
 }
 # In-graph on a graph whose path names no collection: the layout:xla:default settings.
 FALLBACK = {"layout": "layout:xla:default", "tile": "tile:xla"}
+
+
+def _saved_tile_pad(value, kind: str) -> tuple[int, int]:
+    """A card's tile padding (nodes, edges): two whole numbers, each 0 or a bucket
+    (a power of two from 8) of at most MOST_TILE_PAD, and (0, 0) unless the model ranks
+    tile kernels; anything else raises ValueError (a padding would only allocate)."""
+    if (not isinstance(value, list) or len(value) != 2
+            or not all(type(v) is int for v in value)):
+        raise ValueError(f"tile_pad {value!r} is not a pair of whole numbers")
+    if not all(v == 0 or (8 <= v <= MOST_TILE_PAD and v & (v - 1) == 0) for v in value):
+        raise ValueError(f"tile_pad {value} is not 0 or a power of two from 8 to "
+                         f"{MOST_TILE_PAD}")
+    if kind != "tile" and value != [0, 0]:
+        raise ValueError(f"tile_pad {value} on a {kind} model")
+    return value[0], value[1]
 
 
 @dataclass
@@ -471,11 +488,7 @@ class CompetitionGnn(RankingSystem):
             self.kind_, self.collection_ = card["kind"], card["collection"]
             self.resolved_, self.chosen_ = dict(card["resolved"]), card.get("chosen")
             # Saved before the tile padding: (0, 0), the buckets alone.
-            least_n, least_m = card.get("tile_pad", (0, 0))
-            self.tile_pad_ = (int(least_n), int(least_m))
-            if not all(0 <= v <= MOST_TILE_PAD for v in self.tile_pad_):
-                # A padding past any kernel's bucket would only allocate: refused.
-                raise ValueError(f"tile_pad {self.tile_pad_} outside 0..{MOST_TILE_PAD}")
+            self.tile_pad_ = _saved_tile_pad(card.get("tile_pad", [0, 0]), self.kind_)
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise XlarankError(f"{out_dir}: not a saved competition-gnn ({exc})") from None
         weights = regular_file(Path(out_dir) / "weights.npz", "competition-gnn weights")
