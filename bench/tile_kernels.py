@@ -19,7 +19,7 @@ In the kernel every stepped system trains by the in-graph rule (`xlarank.systems
 with its held-out tau at each checkpoint recorded for the curves (never read by training).
 Training CPU seconds stop where a stepped system's fit ends; xlarank's graph-local booster
 trains when it first scores, so its seconds take in scoring the kernel's configs. Each
-system runs in a fresh process (its peak RSS is its own) on 2 threads.
+system runs in a fresh process (its peak RSS is its own) on 2 threads (``--threads``).
 
     python bench/tile_kernels.py --out bench/results/tile_kernels_curves.json
 """
@@ -80,7 +80,7 @@ def kernel_task(task: dict) -> dict:
     from xlarank.systems import get_system
     from xlarank.threads import use_threads
 
-    use_threads(THREADS)
+    use_threads(task["threads"])
     # Three kernels have one distinct config or equal runtimes; training says so each fold.
     warnings.filterwarnings("ignore", message=".*teach the ranker nothing")
     files = [Path(f) for f in task["files"]]
@@ -88,7 +88,7 @@ def kernel_task(task: dict) -> dict:
     collection = get_collection("tile:xla")
 
     def make(seed, **settings):
-        return get_system(task["system"])(seed=seed, threads=THREADS, **settings)
+        return get_system(task["system"])(seed=seed, threads=task["threads"], **settings)
 
     key = EPOCH_SETTING.get(task["system"])
     in_kernel = []
@@ -187,8 +187,8 @@ def _cost_summary(runs: list[dict]) -> dict:
             for key in ("cpu_s", "plateau_cpu_s")}
 
 
-def kernel_curves(results: dict, kernels: list[dict], out_dir: Path, stem: str
-                  ) -> str | None:
+def kernel_curves(results: dict, kernels: list[dict], out_dir: Path, stem: str,
+                  threads: int = THREADS) -> str | None:
     """<stem>-kernel-curve.png beside the record: on the kernel with the most distinct
     configs, each system's held-out tau at each checkpoint of seed 0's in-kernel fit
     against its training CPU seconds (log axis), one line per learning rate; systems
@@ -210,7 +210,7 @@ def kernel_curves(results: dict, kernels: list[dict], out_dir: Path, stem: str
         elif graph_id in r["in_kernel_per_kernel_seed0"]:
             ax.scatter([max(r["in_kernel_cpu_s_seed0"][graph_id], 0.01)],
                        [r["in_kernel_per_kernel_seed0"][graph_id]], label=name, zorder=3)
-    ax.set_xlabel("training CPU seconds (2 threads)")
+    ax.set_xlabel(f"training CPU seconds ({threads} thread{'s' if threads > 1 else ''})")
     ax.set_ylabel("Kendall tau, held-out configs")
     return finish_curves(fig, [ax], f"In-kernel on the real kernel {biggest['name']} "
                          f"({biggest['distinct_configs']} distinct configs), seed 0\n(for "
@@ -224,6 +224,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--threads", type=int, default=THREADS,
+                        help="threads per fit (each system runs alone in its process)")
     parser.add_argument("--partial", type=Path, default=None,
                         help="each system's results appended here (JSON lines) as they come; "
                              "systems already there are not run again")
@@ -232,9 +234,10 @@ def main() -> None:
     seeds = list(range(args.seeds))
     done = {}
     for system, row in read_partial(args.partial, ("system",)).items():
-        if row.get("seeds") != seeds:
-            parser.error(f"{args.partial}: {system}'s row has seeds {row.get('seeds')}, "
-                         f"not {seeds}: start a new --partial")
+        if (row.get("seeds"), row.get("threads")) != (seeds, args.threads):
+            parser.error(f"{args.partial}: {system}'s row has seeds {row.get('seeds')} and "
+                         f"threads {row.get('threads')}, not {seeds} and {args.threads}: "
+                         "start a new --partial")
         done[system] = row["results"]
 
     from xlarank.data.distinct import distinct_configs
@@ -258,7 +261,7 @@ def main() -> None:
             key = EPOCH_SETTING.get(system)
             settings = {key: CROSS_EPOCHS["tile"]} if key else {}
             got = in_fresh_process(kernel_task, {"system": system, "files": files,
-                                                 "seeds": seeds})
+                                                 "seeds": seeds, "threads": args.threads})
             results[system] = {
                 "settings": settings,
                 "in_kernel_tau": summary([r["tau_mean"] for r in got["in_kernel"]]),
@@ -277,7 +280,7 @@ def main() -> None:
             if args.partial is not None:
                 with open(args.partial, "a") as handle:
                     handle.write(json.dumps({"system": system, "seeds": seeds,
-                                             "results": r}) + "\n")
+                                             "threads": args.threads, "results": r}) + "\n")
             print(f"{system:15s} in-kernel tau {r['in_kernel_tau']['mean']:+.4f} ± "
                   f"{r['in_kernel_tau']['sd']:.4f}   LOKO 1-slowdown@5 "
                   f"{r['loko']['kernels_over_5_configs']['mean']:.4f} (kernels >5 configs), "
@@ -286,9 +289,10 @@ def main() -> None:
     write_record(args.out, {
         "data": f"real XLA tuning record {args.record.name} (15 tile kernels), imported "
                 "with failed runs dropped",
-        "seeds": len(seeds), "threads": THREADS, "kernels": kernels,
+        "seeds": len(seeds), "threads": args.threads, "kernels": kernels,
         "min_distinct_in_kernel": MIN_DISTINCT_IN_KERNEL, "systems": results,
-        "kernel_curve": kernel_curves(results, kernels, args.out.parent, args.out.stem)})
+        "kernel_curve": kernel_curves(results, kernels, args.out.parent, args.out.stem,
+                                      args.threads)})
 
 
 if __name__ == "__main__":
