@@ -177,6 +177,8 @@ _BENCHES = (
           "configs, a learning-rate grid by successive halving, early stopping, the best "
           "checkpoint kept), beside xlarank and random order on the same splits, one core "
           "per fit pinned with taskset; its half-measured figures are systems_fair's above. "
+          "Its rows were read back from --partial, so the wall time below is the last "
+          "invocation's; each fit's seconds are in the table. "
           "Its own record, so the records above stay as they were published (`make bench`'s "
           "systems_fair line measures the same at every share)."),
     Bench("systems_cross", "Published systems across graphs by the rule, as curves",
