@@ -221,8 +221,11 @@ _BENCHES = (
           "plateau; leave-one-kernel-out trains each stepped system by the cross-graph rule "
           "(inner validation on 3 of the other 14 kernels, early stopping by the same "
           "patience and min gain, the best epoch kept). This is what `make bench`'s "
-          "tile_kernels line makes now; the two sections above are its earlier runs, kept as "
-          "they were published."),
+          "tile_kernels line makes now (on 2 threads); the two sections above are its "
+          "earlier runs, kept as they were published. Here each system ran on one core "
+          "(--threads 1), two processes side by side, its results read back from --partial, "
+          "so the wall time below is the last invocation's; each system's own seconds are "
+          "in the tables."),
     Bench("autotune", "Autotune replay",
           "python bench/autotune.py --synthetic data/synth-demo --prior "
           "models/trained/synth-demo/xlarank --out bench/results/autotune.json",
@@ -822,7 +825,8 @@ def cross_graph(cross: dict, figure: str | None) -> list[str]:
 
 def tile_kernels(rec: dict) -> list[str]:
     kernels = rec["kernels"]
-    out = [f"Data: {data(rec['data'])}; {rec['seeds']} seeds, {rec['threads']} threads. "
+    out = [f"Data: {data(rec['data'])}; {rec['seeds']} seeds, {rec['threads']} "
+           f"thread{'s' if rec['threads'] != 1 else ''} per fit. "
            f"{len(kernels)} kernels, {sum(k['configs'] for k in kernels)} configs "
            f"({', '.join(str(k['configs']) for k in kernels)}); the slowest config is "
            f"{num(max(k['max_over_default'] for k in kernels), 3)}x its kernel's default. "

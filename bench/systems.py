@@ -547,12 +547,24 @@ def cross_summary(rows: list[dict]) -> list[dict]:
     return out
 
 
+# One colour per system in every curve figure (a system's learning rates share it).
+SYSTEM_COLOURS = {"xlarank": "C0", "tpugraphs-gnn": "C1", "gru": "C2", "hybrid": "C3",
+                  "competition-gnn": "C4", "random": "C7"}
+
+
+def colour_of(name: str) -> str:
+    return SYSTEM_COLOURS.get(name, "C9")
+
+
 def plot_rates(ax, curve: list[dict], name: str, floor: float = 0.1) -> None:
-    """One line per learning rate of an in-graph curve: held-out tau against CPU s."""
-    for rate in dict.fromkeys(p["learning_rate"] for p in curve):
+    """One line per learning rate of an in-graph curve, in the system's colour with a
+    style per rate: held-out tau against CPU s."""
+    styles = ["-", "--", ":", "-."]
+    for i, rate in enumerate(dict.fromkeys(p["learning_rate"] for p in curve)):
         points = [p for p in curve if p["learning_rate"] == rate]
         ax.plot([max(p.get("cpu_seconds", p.get("seconds", 0.0)), floor) for p in points],
-                [p["held_tau"] for p in points], marker=".", label=f"{name} lr {rate:g}")
+                [p["held_tau"] for p in points], marker=".", color=colour_of(name),
+                linestyle=styles[i % len(styles)], label=f"{name} lr {rate:g}")
 
 
 def finish_curves(fig, axes, title: str, path: Path) -> str:
@@ -589,7 +601,8 @@ def cross_curves(results: list[dict], out_dir: Path, stem: str) -> str | None:
             curve = next(iter(row["curves"].values()), None)
             if curve:
                 line, = ax.plot([max(p["cpu_seconds"], 0.1) for p in curve],
-                                [p["held"] for p in curve], marker=".", label=row["system"])
+                                [p["held"] for p in curve], marker=".", label=row["system"],
+                                color=colour_of(row["system"]))
                 first = row["per_seed"][0]
                 kept = curve[first["kept_epoch"] - 1]
                 ax.scatter([max(kept["cpu_seconds"], 0.1)], [kept["held"]], marker="*",
@@ -597,7 +610,7 @@ def cross_curves(results: list[dict], out_dir: Path, stem: str) -> str | None:
             else:
                 ax.scatter([max(p["train_cpu_s"], 0.1) for p in row["per_seed"]],
                            [p["metric"] for p in row["per_seed"]], label=row["system"],
-                           zorder=3)
+                           color=colour_of(row["system"]), zorder=3)
         ax.set_title(f"{collection}", fontsize=9)
         ax.set_xlabel("training CPU seconds (1 core)")
     axes[0][0].set_ylabel("held-out headline (tau; tile 1 - slowdown@5)")
@@ -741,7 +754,7 @@ def ingraph_curves(results: list[dict], out_dir: Path, stem: str = "systems"
                 ax.scatter([max(p.get("train_cpu_s", p["train_s"]), 0.1)
                             for p in row["per_seed"]],
                            [p["tau"] for p in row["per_seed"]], label=row["system"],
-                           zorder=3)
+                           color=colour_of(row["system"]), zorder=3)
         ax.set_title(f"unet3d, {share:.0%} measured", fontsize=9)
         ax.set_xlabel("training CPU seconds (1 core)")
     axes[0][0].set_ylabel("Kendall tau, held-out configs")

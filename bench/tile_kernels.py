@@ -40,6 +40,7 @@ from systems import (
     CROSS_EPOCHS,
     EPOCH_SETTING,
     THREADS,
+    colour_of,
     cross_fit,
     cross_split,
     finish_curves,
@@ -209,7 +210,8 @@ def kernel_curves(results: dict, kernels: list[dict], out_dir: Path, stem: str,
             plot_rates(ax, curve, name, floor=0.01)
         elif graph_id in r["in_kernel_per_kernel_seed0"]:
             ax.scatter([max(r["in_kernel_cpu_s_seed0"][graph_id], 0.01)],
-                       [r["in_kernel_per_kernel_seed0"][graph_id]], label=name, zorder=3)
+                       [r["in_kernel_per_kernel_seed0"][graph_id]], label=name,
+                       color=colour_of(name), zorder=3)
     ax.set_xlabel(f"training CPU seconds ({threads} thread{'s' if threads > 1 else ''})")
     ax.set_ylabel("Kendall tau, held-out configs")
     return finish_curves(fig, [ax], f"In-kernel on the real kernel {biggest['name']} "

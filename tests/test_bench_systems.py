@@ -211,6 +211,10 @@ def test_the_curve_figures_draw_a_line_per_rate_and_a_point_per_unstepped_seed(t
     systems.plot_rates(ax, rated, "gnn")
     assert [line.get_label() for line in ax.get_lines()] == ["gnn lr 0.001", "gnn lr 0.01"]
     assert list(ax.get_lines()[1].get_ydata()) == [0.0, 0.1, 0.2]
+    # A system keeps its colour across rates; the rates differ by line style.
+    first, second = ax.get_lines()
+    assert first.get_color() == second.get_color() == systems.colour_of("gnn")
+    assert first.get_linestyle() != second.get_linestyle()
     plt.close(fig)
 
     ingraph = [{"share": 0.5, "system": "gnn", "curves": {"0": rated}, "per_seed": []},
