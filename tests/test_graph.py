@@ -401,3 +401,12 @@ def test_npy_headers_parse_as_numpy_parses_them(version):
     assert _parse_npy_header(stream) == ((3,), False, np.dtype("<f4"))
     with pytest.raises(ValueError):
         _parse_npy_header(io.BytesIO(b"\x93NUMPY\x01\x00\x08\x00{'a': 1}"))
+    # numpy's usual text with a code numpy does not know (found by the fuzzer): ValueError,
+    # as numpy's own parser gives, not numpy's TypeError.
+    for code in ("<b8", "<X4", "|K"):
+        text = f"{{'descr': '{code}', 'fortran_order': False, 'shape': (3,), }}"
+        header = text.encode() + b" " * (63 - len(text)) + b"\n"
+        stream = io.BytesIO(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little")
+                            + header)
+        with pytest.raises(ValueError, match="dtype descriptor"):
+            _parse_npy_header(stream)

@@ -300,7 +300,13 @@ def _parse_npy_header(stream) -> tuple[tuple[int, ...], bool, np.dtype]:
             if match:
                 descr, fortran, dims = match.groups()
                 shape = tuple(int(d) for d in dims.replace(",", " ").split())
-                return shape, fortran == "True", np.dtype(descr)
+                try:
+                    dtype = np.dtype(descr)
+                except TypeError:
+                    # numpy raises TypeError for a well-formed but unknown code ('<b8');
+                    # its own header parser turns that into ValueError, as here.
+                    raise ValueError(f"{descr!r} is not a valid dtype descriptor") from None
+                return shape, fortran == "True", dtype
             raw = lead + size_bytes + text
         else:
             raw = lead + size_bytes
