@@ -794,7 +794,7 @@ def cross_graph(cross: dict, figure: str | None) -> list[str]:
         missing.setdefault((system, collection), []).append(str(seed))
     if missing:
         out.append("Not run (a dash above, or fewer seeds): " + "; ".join(
-            f"{s} on {c}, seed {', '.join(seeds)}" for (s, c), seeds in missing.items())
+            f"{s} on {c}, seed {', '.join(lacking)}" for (s, c), lacking in missing.items())
             + ".")
     if figure:
         out.append(f"![held-out headline at each epoch against training seconds]"

@@ -465,13 +465,13 @@ def cross_task(task: dict) -> dict:
 
 
 def read_partial(partial: Path | None, keys: tuple[str, ...]) -> dict:
-    """The rows a cut-short run appended to ``partial`` (JSON lines), by their ``keys``
-    values (one key: the value itself, else a tuple); {} without the file."""
+    """The rows a cut-short run appended to ``partial`` (JSON lines), by the tuple of
+    their ``keys`` values; {} without the file."""
     done = {}
     if partial is not None and partial.exists():
         for line in partial.read_text().splitlines():
             row = json.loads(line)
-            done[row[keys[0]] if len(keys) == 1 else tuple(row[k] for k in keys)] = row
+            done[tuple(row[k] for k in keys)] = row
     return done
 
 
