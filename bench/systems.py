@@ -94,6 +94,9 @@ OFFICIAL_EPOCHS = {"tile": {"HEAD": 100},
 CROSS_INNER_SHARE = 0.2
 CROSS_MOST_GRAPHS = 25
 CROSS_EPOCHS = {"layout": 30, "tile": 8}
+# Tile kernels of the counts part: 4x the demo's, what one core runs in about half an hour
+# for the three cheaper stepped systems (the real preset's 5,709 would take 14x the demo's).
+COUNTS_TILE_FILES = 1600
 CROSS_AFTER_STOP = 8   # epochs run past the rule's stop, to show what going on gives
 EPOCH_SETTING = {"tpugraphs-gnn": "epochs", "gru": "epochs", "hybrid": "gnn_epochs",
                  "competition-gnn": "epochs"}
@@ -785,6 +788,31 @@ def scale_sample(work: Path, per_collection: int, seed: int,
     return sample
 
 
+def counts_tree(work: Path, tile_train: int, base: str = "demo",
+                counts: str = "real") -> Path:
+    """A synthetic tree under ``work``, written once: the ``base`` preset's graph sizes and
+    cost model (seed 0) at the ``counts`` preset's train-file counts per layout collection,
+    ``tile_train`` tile kernels, and the base preset's valid files (no test split).
+
+    Every file is made from its own seeded stream, so the valid files are the base tree's
+    and its train files are the first ones here: only the number of training graphs
+    differs from `xlarank synth --preset base`."""
+    from dataclasses import replace
+
+    from xlarank.data.collections import COLLECTIONS
+    from xlarank.data.synth import PRESETS, synth_jobs, write_synth_file
+
+    base_size, count_size = PRESETS[base], PRESETS[counts]
+    layout = [COLLECTIONS[i] for i in range(1, len(COLLECTIONS))]
+    size = replace(base_size, tile_files=(tile_train, base_size.tile_files[1], 0),
+                   layout_files_each=tuple((count_size.files(c)[0], base_size.files(c)[1], 0)
+                                           for c in layout))
+    for job in synth_jobs(work, 0, size):
+        if not (work / job.rel).exists():
+            write_synth_file(job)
+    return work
+
+
 def run_scale(work: Path, per_collection: int, systems: list[str] | None = None,
               only: list[str] | None = None) -> list[dict]:
     results = []
@@ -898,13 +926,18 @@ def main() -> None:
     parser.add_argument("--cross-no-run", action="store_true",
                         help="build the cross part from --cross-partial's rows alone; the "
                              "units not there are listed in the record as not run")
+    parser.add_argument("--counts-tile-files", type=int, default=COUNTS_TILE_FILES,
+                        help="tile train kernels of the counts part's tree (the real "
+                             "preset's 5,709 take about 14x the demo's time)")
+    parser.add_argument("--counts-partial", type=Path, default=None,
+                        help="the counts part's rows, as --cross-partial's")
     parser.add_argument("--scale-files", type=int, default=4,
                         help="sampled train files per collection for the scale part")
     parser.add_argument("--scale-collections", default="",
                         help="comma-separated collections of the scale part [all five]")
     parser.add_argument("--parts", default="synthetic,ingraph,scale",
-                        help="comma-separated (synthetic, ingraph, cross, scale); 'plots' "
-                             "redraws the loss plots from --out")
+                        help="comma-separated (synthetic, ingraph, cross, counts, scale); "
+                             "'plots' redraws the loss plots from --out")
     parser.add_argument("--systems", default="xlarank,tpugraphs-gnn,gru,hybrid,competition-gnn")
     parser.add_argument("--collections", default="",
                         help="comma-separated collections of the synthetic part [all five]")
@@ -949,6 +982,29 @@ def main() -> None:
                            "most_graphs": CROSS_MOST_GRAPHS, "results": results,
                            "not_run": not_run or []}
         record["cross_curve"] = cross_curves(results, args.out.parent, args.out.stem)
+    if "counts" in parts:
+        seeds = [int(x) for x in args.cross_seed_list.split(",")]
+        wanted = [c for c in args.collections.split(",") if c]
+        tree = counts_tree(args.work / "cross-counts", args.counts_tile_files)
+        not_run = [] if args.cross_no_run else None
+        results = run_cross(tree, seeds, systems, wanted, args.counts_partial, args.threads,
+                            not_run)
+        from xlarank.data.collections import COLLECTIONS, split_files
+
+        record["counts"] = {
+            "data": "synthetic: the demo preset's graphs at the real preset's train-file "
+                    f"counts (tile {args.counts_tile_files}), the demo's valid files",
+            "seed_list": seeds, "threads": args.threads, "epochs": CROSS_EPOCHS,
+            "inner_share": CROSS_INNER_SHARE, "most_graphs": CROSS_MOST_GRAPHS,
+            "train_files": {c.id: len(split_files(tree, c, "train")) for c in COLLECTIONS},
+            "demo_train_files": {c.id: len(split_files(args.data, c, "train"))
+                                 for c in COLLECTIONS},
+            "results": results, "not_run": not_run or [],
+            # The demo count's rows of the same units, read from --cross-partial (none run).
+            "demo_results": run_cross(args.data, seeds, systems, wanted, args.cross_partial,
+                                      args.threads, []) if args.cross_partial else []}
+        record["counts_curve"] = cross_curves(results, args.out.parent,
+                                              f"{args.out.stem}-counts")
     if "scale" in parts:
         record["scale"] = {"data": "synthetic, a seeded sample of the real preset's train "
                                    "files, scaled to the whole split",
