@@ -174,7 +174,14 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	@# Every stepped system across graphs by the cross-graph rule, a curve per epoch.
 	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts cross \
 	    --systems xlarank,tpugraphs-gnn,gru,hybrid,competition-gnn --cross-seed-list 0,1 \
-	    --threads 1 --out bench/results/systems_cross.json
+	    --threads 1 --cross-partial bench/results/systems_cross.jsonl \
+	    --out bench/results/systems_cross.json
+	@# The same rule with more training graphs (the real preset's counts), the demo's beside.
+	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts counts \
+	    --systems xlarank,tpugraphs-gnn,gru,hybrid --cross-seed-list 0 --threads 1 \
+	    --collections layout:xla:default,layout:xla:random,layout:nlp:default,layout:nlp:random,tile:xla \
+	    --counts-partial bench/results/systems_counts.jsonl \
+	    --cross-partial bench/results/systems_cross.jsonl --out bench/results/systems_counts.json
 	$(BIN)/python bench/tile_kernels.py --seeds $(QUALITY_SEEDS) --out bench/results/tile_kernels_curves.json
 	$(BIN)/python bench/autotune.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/autotune.json
 	$(BIN)/python bench/autotune.py --synthetic-only --synthetic $(NOISY_DATA) --no-ablations \

@@ -194,6 +194,20 @@ _BENCHES = (
           "its held-out headline at every epoch against training CPU seconds, one core per "
           "fit. Synthetic data: our cost model, not TpuGraphs (docs/synthetic.md). Rows read "
           "back from `--cross-partial` keep the seconds of the run that made them."),
+    Bench("systems_counts", "Published systems across graphs with more training graphs",
+          "python bench/systems.py --data data/synth-demo --parts counts --systems xlarank,"
+          "tpugraphs-gnn,gru,hybrid --collections layout:xla:default,layout:xla:random,"
+          "layout:nlp:default,layout:nlp:random,tile:xla --cross-seed-list 0 --threads 1 "
+          "--counts-partial bench/results/systems_counts.jsonl --cross-partial "
+          "bench/results/systems_cross.jsonl --out bench/results/systems_counts.json",
+          "The cross-graph rule of the section above on a tree with more training graphs: "
+          "the demo preset's graphs (sizes, cost model, seed 0) at the real preset's "
+          "train-file counts per layout collection (61, 69, 198 and 207 against the demo's "
+          "30) and 1,600 tile kernels (the demo's 400; the real 5,709 would take 14x the "
+          "demo's time), the valid files the demo's own. Every file has its own seeded "
+          "stream, so the demo's train files are among these: only the number of training "
+          "graphs moves. The demo count's figures beside it are the same units' rows of "
+          "the section above. Synthetic data: our cost model, not TpuGraphs."),
     Bench("tile_kernels", "Real tile kernels",
           "python bench/tile_kernels.py --seeds 3 --out bench/results/tile_kernels.json",
           "The 15 real tile kernels of the XLA tuning record `../shared/tpugraphs/raw/"
@@ -804,23 +818,54 @@ def cross_graph(cross: dict, figure: str | None) -> list[str]:
                "still rising at its end says the budget cut it), CPU s to the stop, CPU s "
                "until the held-out headline first came within 0.01 of the kept epoch's (its "
                "own plateau), and how many times xlarank's one fit that is, where xlarank's "
-               "figure reaches that plateau (less 0.01; – where it does not). One core per "
+               "figure reaches that plateau (less 0.01; – where it does not), and the peak "
+               "RSS of the process that trained it (MB, the largest over seeds). One core per "
                "fit.")
     stepped = [r for r in rows if r.get("curves")]
     out.append(table(["collection", "system", "kept / stopped epoch", "best / last in budget",
-                      "CPU s to stop", "CPU s to plateau", "x xlarank's fit"],
+                      "CPU s to stop", "CPU s to plateau", "x xlarank's fit",
+                      "peak RSS MB"],
                      [[r["collection"], r["system"],
                        ", ".join(f"{p['kept_epoch']}/{p['stopped_epoch']}"
                                  for p in r["per_seed"]),
                        ", ".join(f"{metric(p['best_held_in_budget'])}/"
                                  f"{metric(p['last_held'])}" for p in r["per_seed"]),
                        num(r["train_cpu_s"], 3), num(r["plateau_cpu_s"], 3),
-                       num(r.get("plateau_ratio"), 3)] for r in stepped]))
+                       num(r.get("plateau_ratio"), 3), num(r["peak_rss_mb"], 3)]
+                      for r in stepped]))
     ours = [r for r in rows if r["system"] == "xlarank"]
     if ours:
-        out.append("xlarank's one fit, CPU s: " + "; ".join(
-            f"{r['collection']} {num(r['train_cpu_s'], 3)}" for r in ours) + ".")
+        out.append("xlarank's one fit, CPU s / peak RSS MB: " + "; ".join(
+            f"{r['collection']} {num(r['train_cpu_s'], 3)} / {num(r['peak_rss_mb'], 3)}"
+            for r in ours) + ".")
     return out
+
+
+def cross_counts(rec: dict) -> list[str]:
+    """The counts part: each system's held-out headline at the demo's train-file count and
+    at the larger one, then the larger run's curves and times as `cross_graph` gives them."""
+    counts = rec["counts"]
+    rows, demo = counts["results"], counts.get("demo_results") or []
+    colls, names = union(rows, "collection"), union(rows, "system")
+    ours = {(r["system"], r["collection"]): r for r in rows}
+    theirs = {(r["system"], r["collection"]): r for r in demo}
+
+    def moved(key) -> str:
+        if key not in ours:
+            return "–"
+        now = ours[key]["metric"]["mean"]
+        if key not in theirs:
+            return metric(now)
+        was = theirs[key]["metric"]["mean"]
+        return f"{metric(was)} → {metric(now)} ({now - was:+.3f})"
+
+    out = [f"Held-out headline of the kept epoch (mean over seeds "
+           f"{', '.join(map(str, counts['seed_list']))}), at the demo's train files → at the "
+           "larger count (change):",
+           table(["system", *[f"{c} ({counts['demo_train_files'][c]} → "
+                              f"{counts['train_files'][c]} files)" for c in colls]],
+                 [[s, *[moved((s, c)) for c in colls]] for s in names])]
+    return out + cross_graph(counts, rec.get("counts_curve"))
 
 
 def tile_kernels(rec: dict) -> list[str]:
@@ -1090,7 +1135,7 @@ RENDERERS = {"featurize": featurize, "score": score, "ingraph": ingraph,
              "systems_tile": systems, "systems_fair": systems,
              "systems_competition": systems, "systems_competition_low": systems,
              "systems_rule": systems, "systems_tpugraphs_rule": systems,
-             "systems_cross": systems,
+             "systems_cross": systems, "systems_counts": cross_counts,
              "tile_kernels": tile_kernels, "tile_kernels_rule": tile_kernels,
              "tile_kernels_curves": tile_kernels,
              "autotune": autotune, "autotune_noisy": autotune,

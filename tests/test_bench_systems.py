@@ -93,7 +93,8 @@ def test_the_summary_times_each_plateau_against_xlarank():
          "epochs": {"layout": 30}, "inner_share": 0.2, "most_graphs": 25,
          "results": systems.cross_summary(rows)}, "bench/results/x-cross-curve.png"))
     assert "| gnn | 0.300 ± 0.000 (0.300) |" in page
-    assert "| c | gnn | 1/1 | 0.300/0.300 | 50 | 20 | 10 |" in page
+    assert "| c | gnn | 1/1 | 0.300/0.300 | 50 | 20 | 10 | 2 |" in page
+    assert "xlarank's one fit, CPU s / peak RSS MB: c 2 / 1." in page
     assert "(../bench/published/x-cross-curve.png)" in page
 
 
@@ -229,3 +230,47 @@ def test_the_curve_figures_draw_a_line_per_rate_and_a_point_per_unstepped_seed(t
         with Image.open(path) as image:
             assert image.format == "PNG" and image.size[0] >= 640
     assert systems.ingraph_curves([], tmp_path, "c") is None
+
+
+def test_the_counts_tree_adds_train_files_to_the_base_tree_and_keeps_its_valid_ones(tmp_path):
+    from xlarank.data.collections import COLLECTIONS, split_files
+    from xlarank.data.synth import PRESETS, synth_dataset
+
+    base = synth_dataset(tmp_path / "tiny", "tiny", seed=0)
+    tree = systems.counts_tree(tmp_path / "counts", 7, base="tiny", counts="small")
+    for collection in COLLECTIONS:
+        train = split_files(tree, collection, "train")
+        want = 7 if collection.is_tile else PRESETS["small"].files(collection)[0]
+        assert len(train) == want
+        assert not split_files(tree, collection, "test")
+        for split in ("train", "valid"):
+            ours = split_files(base, collection, split)
+            assert ours, (collection.id, split)
+            for path in ours:
+                twin = tree / path.relative_to(base)
+                assert twin.read_bytes() == path.read_bytes(), twin
+        assert len(split_files(tree, collection, "valid")) == len(
+            split_files(base, collection, "valid"))
+    before = {p: p.stat().st_mtime_ns for p in tree.rglob("*.npz")}
+    assert systems.counts_tree(tmp_path / "counts", 7, base="tiny", counts="small") == tree
+    assert {p: p.stat().st_mtime_ns for p in tree.rglob("*.npz")} == before
+
+
+def test_the_counts_page_shows_each_figure_moving_from_the_demo_count():
+    def row(system: str, value: float) -> dict:
+        return {"collection": "layout:xla:random", "system": system, "seed": 0,
+                "metric": value, "median": value, "train_cpu_s": 2.0, "curve": [],
+                "peak_rss_mb": 1.0}
+
+    record = {"counts": {
+        "data": "synthetic: d", "seed_list": [0], "epochs": {"layout": 30},
+        "inner_share": 0.2, "most_graphs": 25, "not_run": [["layout:xla:random", "gru", 0]],
+        "train_files": {"layout:xla:random": 69}, "demo_train_files": {"layout:xla:random": 30},
+        "results": systems.cross_summary([row("xlarank", 0.5), row("random", 0.0)]),
+        "demo_results": systems.cross_summary([row("xlarank", 0.4)])}}
+    page = "\n".join(publish.RENDERERS["systems_counts"](record))
+    assert "| system | layout:xla:random (30 → 69 files) |" in page
+    assert "| xlarank | 0.400 → 0.500 (+0.100) |" in page
+    # No demo row for random: the larger count's figure alone.
+    assert "| random | 0.000 |" in page
+    assert "Not run (a dash above, or fewer seeds): gru on layout:xla:random, seed 0." in page
