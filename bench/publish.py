@@ -857,7 +857,8 @@ def cross_counts(rec: dict) -> list[str]:
         if key not in theirs:
             return metric(now)
         was = theirs[key]["metric"]["mean"]
-        return f"{metric(was)} → {metric(now)} ({now - was:+.3f})"
+        # Rounded first, so a change under 0.0005 reads +0.000, not -0.000.
+        return f"{metric(was)} → {metric(now)} ({round(now - was, 3) + 0.0:+.3f})"
 
     out = [f"Held-out headline of the kept epoch (mean over seeds "
            f"{', '.join(map(str, counts['seed_list']))}), at the demo's train files → at the "
@@ -1258,7 +1259,7 @@ def publish(results: Path, published: Path) -> list[str]:
         write_text_atomic(published / source.name, text)
         said.append(f"published {_show(source)} -> {_show(published / source.name)}{note}")
         # The record's figure (a PNG the same run drew) goes beside it, for the page.
-        for key in ("ingraph_curve", "cross_curve", "kernel_curve"):
+        for key in ("ingraph_curve", "cross_curve", "counts_curve", "kernel_curve"):
             drawn = results / Path(str(record.get(key) or "")).name
             if record.get(key) and drawn.is_file():
                 (published / drawn.name).write_bytes(drawn.read_bytes())
