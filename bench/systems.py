@@ -467,6 +467,15 @@ def cross_task(task: dict) -> dict:
             "settings": settings, "peak_rss_mb": round(peak_rss_mb(), 1)}
 
 
+def cross_record(data: str, seeds: list[int], threads: int, results: list[dict],
+                 not_run: list | None) -> dict:
+    """A cross-graph part's record: its data, seeds and the rule's settings beside the rows
+    (`run_cross`) and the units it did not run."""
+    return {"data": data, "seed_list": seeds, "threads": threads, "epochs": CROSS_EPOCHS,
+            "inner_share": CROSS_INNER_SHARE, "most_graphs": CROSS_MOST_GRAPHS,
+            "results": results, "not_run": not_run or []}
+
+
 def read_partial(partial: Path | None, keys: tuple[str, ...]) -> dict:
     """The rows a cut-short run appended to ``partial`` (JSON lines), by the tuple of
     their ``keys`` values; {} without the file."""
@@ -803,10 +812,9 @@ def counts_tree(work: Path, tile_train: int, base: str = "demo",
     from xlarank.data.synth import PRESETS, synth_jobs, write_synth_file
 
     base_size, count_size = PRESETS[base], PRESETS[counts]
-    layout = [COLLECTIONS[i] for i in range(1, len(COLLECTIONS))]
     size = replace(base_size, tile_files=(tile_train, base_size.tile_files[1], 0),
                    layout_files_each=tuple((count_size.files(c)[0], base_size.files(c)[1], 0)
-                                           for c in layout))
+                                           for c in COLLECTIONS if not c.is_tile))
     for job in synth_jobs(work, 0, size):
         if not (work / job.rel).exists():
             write_synth_file(job)
@@ -970,39 +978,34 @@ def main() -> None:
                                      "config", "seeds": len(seeds), "seed_list": seeds,
                              "threads": args.threads, "results": results}
         record["ingraph_curve"] = ingraph_curves(results, args.out.parent, args.out.stem)
+    cross_seeds = [int(x) for x in args.cross_seed_list.split(",")]
     if "cross" in parts:
-        seeds = [int(x) for x in args.cross_seed_list.split(",")]
         not_run = [] if args.cross_no_run else None
-        results = run_cross(args.data, seeds, systems,
+        results = run_cross(args.data, cross_seeds, systems,
                             [c for c in args.collections.split(",") if c],
                             args.cross_partial, args.threads, not_run)
-        record["cross"] = {"data": f"synthetic: {args.data} (xlarank synth), valid split",
-                           "seed_list": seeds, "threads": args.threads,
-                           "epochs": CROSS_EPOCHS, "inner_share": CROSS_INNER_SHARE,
-                           "most_graphs": CROSS_MOST_GRAPHS, "results": results,
-                           "not_run": not_run or []}
+        record["cross"] = cross_record(f"synthetic: {args.data} (xlarank synth), valid split",
+                                       cross_seeds, args.threads, results, not_run)
         record["cross_curve"] = cross_curves(results, args.out.parent, args.out.stem)
     if "counts" in parts:
-        seeds = [int(x) for x in args.cross_seed_list.split(",")]
         wanted = [c for c in args.collections.split(",") if c]
         tree = counts_tree(args.work / "cross-counts", args.counts_tile_files)
         not_run = [] if args.cross_no_run else None
-        results = run_cross(tree, seeds, systems, wanted, args.counts_partial, args.threads,
-                            not_run)
+        results = run_cross(tree, cross_seeds, systems, wanted, args.counts_partial,
+                            args.threads, not_run)
         from xlarank.data.collections import COLLECTIONS, split_files
 
         record["counts"] = {
-            "data": "synthetic: the demo preset's graphs at the real preset's train-file "
-                    f"counts (tile {args.counts_tile_files}), the demo's valid files",
-            "seed_list": seeds, "threads": args.threads, "epochs": CROSS_EPOCHS,
-            "inner_share": CROSS_INNER_SHARE, "most_graphs": CROSS_MOST_GRAPHS,
+            **cross_record("synthetic: the demo preset's graphs at the real preset's "
+                           f"train-file counts (tile {args.counts_tile_files}), the demo's "
+                           "valid files", cross_seeds, args.threads, results, not_run),
             "train_files": {c.id: len(split_files(tree, c, "train")) for c in COLLECTIONS},
             "demo_train_files": {c.id: len(split_files(args.data, c, "train"))
                                  for c in COLLECTIONS},
-            "results": results, "not_run": not_run or [],
             # The demo count's rows of the same units, read from --cross-partial (none run).
-            "demo_results": run_cross(args.data, seeds, systems, wanted, args.cross_partial,
-                                      args.threads, []) if args.cross_partial else []}
+            "demo_results": run_cross(args.data, cross_seeds, systems, wanted,
+                                      args.cross_partial, args.threads, [])
+            if args.cross_partial else []}
         record["counts_curve"] = cross_curves(results, args.out.parent,
                                               f"{args.out.stem}-counts")
     if "scale" in parts:
