@@ -162,13 +162,13 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	$(BIN)/python bench/quality.py $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/quality.json
 	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts synthetic --seeds $(QUALITY_SEEDS) --out bench/results/systems.json
 	@# tpugraphs-gnn's in-graph recipe takes 10-20 CPU minutes a fit: 9 fits, one core each.
-	$(BIN)/python bench/systems.py --parts ingraph,scale --systems xlarank,tpugraphs-gnn,gru,hybrid \
+	$(BIN)/python bench/systems.py --parts ingraph --systems xlarank,tpugraphs-gnn,gru,hybrid \
 	    --shares 0.5,0.2,0.1 --ingraph-seeds $(QUALITY_SEEDS) --threads 1 \
 	    --out bench/results/systems_fair.json
 	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts synthetic --collections tile:xla \
 	    --seeds $(QUALITY_SEEDS) --out bench/results/systems_tile.json
 	@# competition-gnn's in-graph fit: about 2,500 steps of 1.2-2.5 CPU s on unet3d at most.
-	$(BIN)/python bench/systems.py --parts ingraph,scale --systems xlarank,competition-gnn \
+	$(BIN)/python bench/systems.py --parts ingraph --systems xlarank,competition-gnn \
 	    --shares 0.5,0.2,0.1 --ingraph-seeds $(QUALITY_SEEDS) --threads 1 \
 	    --out bench/results/systems_competition.json
 	@# Every stepped system across graphs by the cross-graph rule, a curve per epoch.
@@ -178,10 +178,13 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	    --out bench/results/systems_cross.json
 	@# The same rule with more training graphs (the real preset's counts), the demo's beside.
 	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts counts \
-	    --systems xlarank,tpugraphs-gnn,gru,hybrid --cross-seed-list 0 --threads 1 \
-	    --collections layout:xla:default,layout:xla:random,layout:nlp:default,layout:nlp:random,tile:xla \
+	    --systems xlarank,tpugraphs-gnn,gru,hybrid,competition-gnn --cross-seed-list 0 \
+	    --threads 1 --collections layout:xla:default,layout:xla:random,layout:nlp:default,layout:nlp:random,tile:xla \
 	    --counts-partial bench/results/systems_counts.jsonl \
 	    --cross-partial bench/results/systems_cross.jsonl --out bench/results/systems_counts.json
+	@# Each GNN system's first and marginal epoch on a sample of real-sized files.
+	$(BIN)/python bench/systems.py --parts scale --systems tpugraphs-gnn,gru,hybrid,competition-gnn \
+	    --out bench/results/systems_scale.json
 	$(BIN)/python bench/tile_kernels.py --seeds $(QUALITY_SEEDS) --out bench/results/tile_kernels_curves.json
 	$(BIN)/python bench/autotune.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/autotune.json
 	$(BIN)/python bench/autotune.py --synthetic-only --synthetic $(NOISY_DATA) --no-ablations \

@@ -115,7 +115,7 @@ _BENCHES = (
           "(docs/synthetic.md): the row above predates it, when one synthetic kernel's "
           "slowest config could be 9,469x its default against at most 26x in the record."),
     Bench("systems_fair", "Published systems in-graph with tpugraphs-gnn's recipe, and epoch costs",
-          "python bench/systems.py --parts ingraph,scale --systems xlarank,tpugraphs-gnn,gru,"
+          "python bench/systems.py --parts ingraph --systems xlarank,tpugraphs-gnn,gru,"
           "hybrid --shares 0.5,0.2,0.1 --ingraph-seeds 3 --threads 1 "
           "--out bench/results/systems_fair.json",
           "The in-graph protocol of the systems bench (real unet3d, distinct configs split at "
@@ -124,9 +124,10 @@ _BENCHES = (
           "learning-rate grid by successive halving, early stopping), one core per fit; its "
           "held-out tau at each checkpoint against training seconds is drawn in "
           "bench/results/systems_fair-ingraph-curve.png, for the report only. Then the GNN "
-          "systems' epoch cost, first and marginal epoch timed in one fit."),
+          "systems' epoch cost, first and marginal epoch timed in one fit (`make bench` "
+          "times it for every GNN system in systems_scale below)."),
     Bench("systems_competition", "Published systems: the competition GNN",
-          "python bench/systems.py --parts ingraph,scale --systems xlarank,competition-gnn "
+          "python bench/systems.py --parts ingraph --systems xlarank,competition-gnn "
           "--shares 0.5,0.2,0.1 --ingraph-seeds 3 --threads 1 "
           "--out bench/results/systems_competition.json",
           "The first-place GNN of the \"Fast or Slow?\" competition (`competition-gnn`, "
@@ -134,8 +135,8 @@ _BENCHES = (
           "configs split at random, a share measured, Kendall tau on the rest), trained by the "
           "in-graph rule every GNN follows (inner validation, a learning-rate grid by "
           "successive halving, early stopping, the best checkpoint kept), beside xlarank and "
-          "random order on the same splits, one core per fit, and its epoch cost on the scale "
-          "sample; its own record, so the systems records above stay as they were "
+          "random order on the same splits, one core per fit (its epoch cost: "
+          "systems_scale below); its own record, so the systems records above stay as they were "
           "published. The published copy may hold a subset of these shares and seeds: its "
           "stamped command says which. Rows read back from `--partial` keep the seconds of "
           "the run that made them; the stamped wall time is that of the last call."),
@@ -196,8 +197,9 @@ _BENCHES = (
           "back from `--cross-partial` keep the seconds of the run that made them."),
     Bench("systems_counts", "Published systems across graphs with more training graphs",
           "python bench/systems.py --data data/synth-demo --parts counts --systems xlarank,"
-          "tpugraphs-gnn,gru,hybrid --collections layout:xla:default,layout:xla:random,"
-          "layout:nlp:default,layout:nlp:random,tile:xla --cross-seed-list 0 --threads 1 "
+          "tpugraphs-gnn,gru,hybrid,competition-gnn --collections layout:xla:default,"
+          "layout:xla:random,layout:nlp:default,layout:nlp:random,tile:xla "
+          "--cross-seed-list 0 --threads 1 "
           "--counts-partial bench/results/systems_counts.jsonl --cross-partial "
           "bench/results/systems_cross.jsonl --out bench/results/systems_counts.json",
           "The cross-graph rule of the section above on a tree with more training graphs: "
@@ -208,6 +210,16 @@ _BENCHES = (
           "stream, so the demo's train files are among these: only the number of training "
           "graphs moves. The demo count's figures beside it are the same units' rows of "
           "the section above. Synthetic data: our cost model, not TpuGraphs."),
+    Bench("systems_scale", "Published systems: every GNN system's epoch cost",
+          "python bench/systems.py --parts scale --systems tpugraphs-gnn,gru,hybrid,"
+          "competition-gnn --out bench/results/systems_scale.json",
+          "What an epoch over the whole train split costs each GNN system on real-sized "
+          "graphs, where a full run does not fit the machine: a seeded sample of 4 train "
+          "files per collection of the real preset (`xlarank synth --preset real`'s sizes, "
+          "synthetic), one fit of a few epochs per system timed epoch by epoch in CPU "
+          "seconds on one core, the first epoch (statistics, loading, compiling) apart from "
+          "the marginal one, and the marginal one scaled to the real preset's train files. "
+          "xlarank trains a collection in seconds (the sections above)."),
     Bench("tile_kernels", "Real tile kernels",
           "python bench/tile_kernels.py --seeds 3 --out bench/results/tile_kernels.json",
           "The 15 real tile kernels of the XLA tuning record `../shared/tpugraphs/raw/"
@@ -751,12 +763,14 @@ def systems(rec: dict) -> list[str]:
                        "epochs timed epoch by epoch in CPU seconds: the sample's first epoch "
                        "(one-off costs included) and marginal epoch, the marginal scaled to "
                        "the whole train "
-                       "split, and the official epochs at that cost (the one-off costs aside: "
-                       "the sample's first epoch less its marginal one; early stopping may "
-                       "end sooner).")
+                       "split, and the system's own epochs at that cost (tpugraphs-gnn's "
+                       "official versions; competition-gnn's training scripts, tile's "
+                       "100,000 steps at one kernel a step; gru's and the hybrid's defaults; "
+                       "the one-off costs aside: the sample's first epoch less its marginal "
+                       "one; early stopping may end sooner).")
             out.append(table(["collection", "system", "sample / train files",
                               "sample first / marginal epoch CPU s", "train-split epoch s",
-                              "projected h (official epochs)", "peak RSS MB"],
+                              "projected h (the system's epochs)", "peak RSS MB"],
                              [[r["collection"], r["system"],
                                f"{r['sample_files']} / {r['train_files']}",
                                f"{num(r['cpu_first_epoch_s'])} / "
@@ -771,8 +785,7 @@ def systems(rec: dict) -> list[str]:
                        "end sooner). This one-epoch time is mostly one-off cost "
                        "(statistics, loading, compiling), so the projection overstates the "
                        "epochs' cost; the marginal epoch is measured in [its own section]"
-                       "(#published-systems-in-graph-with-tpugraphs-gnns-recipe-and-epoch-"
-                       "costs).")
+                       "(#published-systems-every-gnn-systems-epoch-cost).")
             out.append(table(["collection", "system", "sample / train files", "epoch s",
                               "official epochs", "projected h", "peak RSS MB"],
                              [[r["collection"], r["system"],
@@ -1137,6 +1150,7 @@ RENDERERS = {"featurize": featurize, "score": score, "ingraph": ingraph,
              "systems_competition": systems, "systems_competition_low": systems,
              "systems_rule": systems, "systems_tpugraphs_rule": systems,
              "systems_cross": systems, "systems_counts": cross_counts,
+             "systems_scale": systems,
              "tile_kernels": tile_kernels, "tile_kernels_rule": tile_kernels,
              "tile_kernels_curves": tile_kernels,
              "autotune": autotune, "autotune_noisy": autotune,

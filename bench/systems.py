@@ -821,11 +821,29 @@ def counts_tree(work: Path, tile_train: int, base: str = "demo",
     return work
 
 
+def authors_epochs(system: str, collection_id: str, train_files: int) -> dict[str, float]:
+    """{version: epochs over a train split of ``train_files`` files} of the system's own
+    recipe: tpugraphs-gnn's official versions, competition-gnn's training scripts (tile
+    counted in steps of one kernel, so its epochs are the steps over the files), gru's and
+    the hybrid's defaults (no published epoch count)."""
+    if system == "tpugraphs-gnn":
+        return OFFICIAL_EPOCHS["tile" if collection_id.startswith("tile") else "layout"]
+    if system == "competition-gnn":
+        from xlarank.systems.competition_gnn.system import OFFICIAL
+
+        settings = OFFICIAL[collection_id]
+        return {"original": settings["epochs"] if settings["epochs"] is not None
+                else round(settings["max_steps"] / train_files, 1)}
+    from xlarank.systems import get_system
+
+    return {"default": get_system(system).defaults()[
+        {"gru": "epochs", "hybrid": "gnn_epochs"}[system]]}
+
+
 def run_scale(work: Path, per_collection: int, systems: list[str] | None = None,
               only: list[str] | None = None) -> list[dict]:
     results = []
     for collection_id, (files, total) in scale_sample(work, per_collection, 0, only).items():
-        kind = "tile" if collection_id.startswith("tile") else "layout"
         for system in (s for s in SCALE_SYSTEMS if not systems or s in systems):
             got = in_fresh_process(scale_task, {"collection": collection_id, "files": files,
                                                 "system": system})
@@ -835,14 +853,15 @@ def run_scale(work: Path, per_collection: int, systems: list[str] | None = None,
             # (the sample's first epoch minus its marginal one, reported beside it: part
             # of it, compiling, does not grow with the files); early stopping may end
             # sooner.
+            epochs_by_version = authors_epochs(system, collection_id, total)
             projected = {version: round(got["cpu_marginal_epoch_s"] * scale * epochs / 3600, 2)
-                         for version, epochs in OFFICIAL_EPOCHS[kind].items()}
+                         for version, epochs in epochs_by_version.items()}
             results.append({"collection": collection_id, "system": system,
                             "sample_files": len(files), "train_files": total, **got,
                             "epoch_s": round(got["cpu_marginal_epoch_s"] * scale, 1),
                             "one_off_s": round(max(got["cpu_first_epoch_s"]
                                                    - got["cpu_marginal_epoch_s"], 0.0), 2),
-                            "official_epochs": OFFICIAL_EPOCHS[kind],
+                            "official_epochs": epochs_by_version,
                             "projected_h": projected})
             print(f"scale {collection_id:20s} {system:15s} first epoch "
                   f"{got['cpu_first_epoch_s']:.2f} s CPU ({got['first_epoch_s']:.2f} wall), "

@@ -274,3 +274,25 @@ def test_the_counts_page_shows_each_figure_moving_from_the_demo_count():
     # No demo row for random: the larger count's figure alone.
     assert "| random | 0.000 |" in page
     assert "Not run (a dash above, or fewer seeds): gru on layout:xla:random, seed 0." in page
+
+
+def test_the_scale_part_projects_each_system_at_its_own_epochs():
+    from xlarank.systems import get_system
+    from xlarank.systems.competition_gnn.system import OFFICIAL
+
+    assert systems.authors_epochs("tpugraphs-gnn", "layout:nlp:random", 207) == \
+        systems.OFFICIAL_EPOCHS["layout"]
+    assert systems.authors_epochs("tpugraphs-gnn", "tile:xla", 5709) == \
+        systems.OFFICIAL_EPOCHS["tile"]
+    # The original's nlp scripts run 1,000 epochs, its xla ones 750; its tile script counts
+    # 100,000 steps of one kernel, so an epoch over 5,000 kernels is 5,000 of them.
+    assert systems.authors_epochs("competition-gnn", "layout:nlp:default", 198) == \
+        {"original": OFFICIAL["layout:nlp:default"]["epochs"]} == {"original": 1000}
+    assert systems.authors_epochs("competition-gnn", "layout:xla:random", 69) == \
+        {"original": 750}
+    assert OFFICIAL["tile:xla"]["max_steps"] == 100_000
+    assert systems.authors_epochs("competition-gnn", "tile:xla", 5000) == {"original": 20.0}
+    assert systems.authors_epochs("gru", "tile:xla", 5709) == \
+        {"default": get_system("gru").defaults()["epochs"]}
+    assert systems.authors_epochs("hybrid", "layout:xla:default", 61) == \
+        {"default": get_system("hybrid").defaults()["gnn_epochs"]}
