@@ -124,8 +124,9 @@ _BENCHES = (
           "learning-rate grid by successive halving, early stopping), one core per fit; its "
           "held-out tau at each checkpoint against training seconds is drawn in "
           "bench/results/systems_fair-ingraph-curve.png, for the report only. Then the GNN "
-          "systems' epoch cost, first and marginal epoch timed in one fit (`make bench` "
-          "times it for every GNN system in systems_scale below)."),
+          "systems' epoch cost, first and marginal epoch timed in one fit: the published "
+          "copy holds tpugraphs-gnn's from an earlier `--parts ingraph,scale` run; `make "
+          "bench` times every GNN system's in systems_scale below."),
     Bench("systems_competition", "Published systems: the competition GNN",
           "python bench/systems.py --parts ingraph --systems xlarank,competition-gnn "
           "--shares 0.5,0.2,0.1 --ingraph-seeds 3 --threads 1 "
@@ -217,8 +218,11 @@ _BENCHES = (
           "graphs, where a full run does not fit the machine: a seeded sample of 4 train "
           "files per collection of the real preset (`xlarank synth --preset real`'s sizes, "
           "synthetic), one fit of a few epochs per system timed epoch by epoch in CPU "
-          "seconds on one core, the first epoch (statistics, loading, compiling) apart from "
+          "seconds (2 threads a fit, summed), the first epoch (statistics, loading, compiling) apart from "
           "the marginal one, and the marginal one scaled to the real preset's train files. "
+          "The hybrid reports no epochs, so it is timed by whole fits of 1 and 2 epochs after "
+          "a warm-up fit: its marginal epoch is their difference, 0 where the two fits' "
+          "noise hides it. "
           "xlarank trains a collection in seconds (the sections above)."),
     Bench("tile_kernels", "Real tile kernels",
           "python bench/tile_kernels.py --seeds 3 --out bench/results/tile_kernels.json",

@@ -29,12 +29,11 @@ Parts:
 - scale: a seeded sample of the `real` synth preset's train files (drawn by index, so the
   size mix is the preset's), per GNN system and collection: one fit of a few epochs timed
   epoch by epoch, the first epoch (one-off costs included) and the marginal one, scaled to
-  the whole train split, peak RSS, and the official epochs projected from them (layout 50
-  at the official HEAD, 500 at the older version tpugraphs-gnn follows; tile 100; at
-  most: early stopping may end sooner).
+  the whole train split, peak RSS, and each system's own epochs projected from them
+  (`authors_epochs`; at most: early stopping may end sooner).
 
 GNN epochs are cut for the synthetic part (settings in the JSON beside each row); the
-scale part says what the official epochs would cost here. In-graph, every system with
+scale part says what each system's own epochs would cost here. In-graph, every system with
 training steps (tpugraphs-gnn, competition-gnn, gru, the hybrid's GNN) runs the one rule
 of `xlarank.systems.inner` (inner validation, a learning-rate grid, early stopping) and
 its held-out tau at each checkpoint is recorded against its training seconds, for the
@@ -284,8 +283,7 @@ def scale_task(task: dict) -> dict:
     use_threads(THREADS)
     collection = get_collection(task["collection"])
     files = [Path(f) for f in task["files"]]
-    key = {"tpugraphs-gnn": "epochs", "gru": "epochs", "hybrid": "gnn_epochs",
-           "competition-gnn": "epochs"}[task["system"]]
+    key = EPOCH_SETTING[task["system"]]
     extra = {"early_stop": 0} if task["system"] == "tpugraphs-gnn" else {}
 
     def fit(epochs: int) -> tuple[list[float], list[float]]:
@@ -826,18 +824,19 @@ def authors_epochs(system: str, collection_id: str, train_files: int) -> dict[st
     recipe: tpugraphs-gnn's official versions, competition-gnn's training scripts (tile
     counted in steps of one kernel, so its epochs are the steps over the files), gru's and
     the hybrid's defaults (no published epoch count)."""
+    from xlarank.data.collections import get_collection
+    from xlarank.systems import get_system
+
     if system == "tpugraphs-gnn":
-        return OFFICIAL_EPOCHS["tile" if collection_id.startswith("tile") else "layout"]
+        return dict(OFFICIAL_EPOCHS["tile" if get_collection(collection_id).is_tile
+                                    else "layout"])
     if system == "competition-gnn":
         from xlarank.systems.competition_gnn.system import OFFICIAL
 
         settings = OFFICIAL[collection_id]
         return {"original": settings["epochs"] if settings["epochs"] is not None
                 else round(settings["max_steps"] / train_files, 1)}
-    from xlarank.systems import get_system
-
-    return {"default": get_system(system).defaults()[
-        {"gru": "epochs", "hybrid": "gnn_epochs"}[system]]}
+    return {"default": get_system(system).defaults()[EPOCH_SETTING[system]]}
 
 
 def run_scale(work: Path, per_collection: int, systems: list[str] | None = None,
@@ -848,8 +847,8 @@ def run_scale(work: Path, per_collection: int, systems: list[str] | None = None,
             got = in_fresh_process(scale_task, {"collection": collection_id, "files": files,
                                                 "system": system})
             scale = total / len(files)
-            # From CPU seconds (a busy machine stretches wall time): the official epochs
-            # at the marginal epoch's cost over the whole split, the one-off costs aside
+            # From CPU seconds (a busy machine stretches wall time): the system's own
+            # epochs at the marginal epoch's cost over the whole split, the one-off costs aside
             # (the sample's first epoch minus its marginal one, reported beside it: part
             # of it, compiling, does not grow with the files); early stopping may end
             # sooner.
@@ -861,6 +860,8 @@ def run_scale(work: Path, per_collection: int, systems: list[str] | None = None,
                             "epoch_s": round(got["cpu_marginal_epoch_s"] * scale, 1),
                             "one_off_s": round(max(got["cpu_first_epoch_s"]
                                                    - got["cpu_marginal_epoch_s"], 0.0), 2),
+                            # The key predates gru's and the hybrid's defaults in it:
+                            # published records and the page read it by this name.
                             "official_epochs": epochs_by_version,
                             "projected_h": projected})
             print(f"scale {collection_id:20s} {system:15s} first epoch "
