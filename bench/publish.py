@@ -872,11 +872,13 @@ def cross_counts(rec: dict) -> list[str]:
         if key not in ours:
             return "–"
         now = ours[key]["metric"]["mean"]
+        fewer = ("" if ours[key]["seeds"] == counts["seed_list"] else
+                 f" (seed {', '.join(map(str, ours[key]['seeds']))})")
         if key not in theirs:
-            return metric(now)
+            return metric(now) + fewer
         was = theirs[key]["metric"]["mean"]
         # Rounded first, so a change under 0.0005 reads +0.000, not -0.000.
-        return f"{metric(was)} → {metric(now)} ({round(now - was, 3) + 0.0:+.3f})"
+        return f"{metric(was)} → {metric(now)} ({round(now - was, 3) + 0.0:+.3f}){fewer}"
 
     out = [f"Held-out headline of the kept epoch (mean over seeds "
            f"{', '.join(map(str, counts['seed_list']))}), at the demo's train files → at the "

@@ -487,20 +487,24 @@ def read_partial(partial: Path | None, keys: tuple[str, ...]) -> dict:
 
 def run_cross(data: Path, seeds: list[int], systems: list[str], collections: list[str],
               partial: Path | None = None, threads: int = THREADS,
-              not_run: list | None = None) -> list[dict]:
+              not_run: list | None = None, leave_out: list | None = None) -> list[dict]:
     """Every collection x system x seed by `cross_task`, each in a fresh process; rows go
     to ``partial`` (JSON lines) as they come, and units already there are not run again.
     With a ``not_run`` list, units missing from ``partial`` are not run but appended there
-    as [collection, system, seed], so a record can be built from the rows a run made."""
+    as [collection, system, seed], so a record can be built from the rows a run made.
+    Units in ``leave_out`` (as ``not_run`` lists them) are neither run nor read."""
     from xlarank.data.collections import COLLECTIONS, get_collection
 
     wanted = [get_collection(c).id for c in collections] if collections else [
         c.id for c in COLLECTIONS]
     done = read_partial(partial, ("collection", "system", "seed"))
+    left_out = {tuple(unit) for unit in leave_out or []}
     rows = []
     for collection in wanted:
         for system in [*systems, "random"]:
             for seed in seeds:
+                if (collection, system, seed) in left_out:
+                    continue
                 if (collection, system, seed) in done:
                     rows.append(done[collection, system, seed])
                     continue
@@ -1022,9 +1026,10 @@ def main() -> None:
             "train_files": {c.id: len(split_files(tree, c, "train")) for c in COLLECTIONS},
             "demo_train_files": {c.id: len(split_files(args.data, c, "train"))
                                  for c in COLLECTIONS},
-            # The demo count's rows of the same units, read from --cross-partial (none run).
+            # The demo count's rows of the same units, read from --cross-partial (none run):
+            # a unit the larger count lacks is left out on both sides of the comparison.
             "demo_results": run_cross(args.data, cross_seeds, systems, wanted,
-                                      args.cross_partial, args.threads, [])
+                                      args.cross_partial, args.threads, [], not_run)
             if args.cross_partial else []}
         record["counts_curve"] = cross_curves(results, args.out.parent,
                                               f"{args.out.stem}-counts")

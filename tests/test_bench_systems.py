@@ -276,6 +276,43 @@ def test_the_counts_page_shows_each_figure_moving_from_the_demo_count():
     assert "Not run (a dash above, or fewer seeds): gru on layout:xla:random, seed 0." in page
 
 
+def test_the_counts_comparison_leaves_out_on_the_demo_side_the_seeds_the_larger_count_lacks(
+        tmp_path, monkeypatch):
+    def no_process(*args, **kwargs):
+        raise AssertionError("a unit was run")
+
+    monkeypatch.setattr(systems, "in_fresh_process", no_process)
+
+    def row(system: str, seed: int, value: float) -> dict:
+        return {"collection": "layout:xla:random", "system": system, "seed": seed,
+                "metric": value, "median": value, "train_cpu_s": 2.0, "curve": [],
+                "peak_rss_mb": 1.0}
+
+    larger, demo = tmp_path / "larger.jsonl", tmp_path / "demo.jsonl"
+    larger.write_text("".join(json.dumps(r) + "\n" for r in [
+        row("gru", 0, 0.3), row("random", 0, 0.0), row("random", 1, 0.0)]))
+    # The demo has both seeds; its seed 1 (0.9) must not enter a mean the larger count's
+    # seed 0 alone is set against.
+    demo.write_text("".join(json.dumps(r) + "\n" for r in [
+        row("gru", 0, 0.1), row("gru", 1, 0.9), row("random", 0, 0.0), row("random", 1, 0.0)]))
+    not_run: list = []
+    results = systems.run_cross(tmp_path, [0, 1], ["gru"], ["layout:xla:random"], larger,
+                                not_run=not_run)
+    assert not_run == [["layout:xla:random", "gru", 1]]
+    demo_results = systems.run_cross(tmp_path, [0, 1], ["gru"], ["layout:xla:random"], demo,
+                                     not_run=[], leave_out=not_run)
+    assert [(r["system"], r["seeds"]) for r in demo_results] == [("gru", [0]),
+                                                                  ("random", [0, 1])]
+    record = {"counts": {
+        "data": "synthetic: d", "seed_list": [0, 1], "epochs": {"layout": 30},
+        "inner_share": 0.2, "most_graphs": 25, "not_run": not_run,
+        "train_files": {"layout:xla:random": 69}, "demo_train_files": {"layout:xla:random": 30},
+        "results": results, "demo_results": demo_results}}
+    page = "\n".join(publish.RENDERERS["systems_counts"](record))
+    assert "| gru | 0.100 → 0.300 (+0.200) (seed 0) |" in page
+    assert "| random | 0.000 → 0.000 (+0.000) |" in page
+
+
 def test_the_scale_part_projects_each_system_at_its_own_epochs():
     from xlarank.systems import get_system
     from xlarank.systems.competition_gnn.system import OFFICIAL
