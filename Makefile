@@ -178,7 +178,7 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	    --out bench/results/systems_cross.json
 	@# The same rule with more training graphs (the real preset's counts), the demo's beside.
 	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts counts \
-	    --systems xlarank,tpugraphs-gnn,gru,hybrid,competition-gnn --cross-seed-list 0 \
+	    --systems xlarank,tpugraphs-gnn,gru,hybrid,competition-gnn --cross-seed-list 0,1 \
 	    --threads 1 --collections layout:xla:default,layout:xla:random,layout:nlp:default,layout:nlp:random,tile:xla \
 	    --counts-partial bench/results/systems_counts.jsonl \
 	    --cross-partial bench/results/systems_cross.jsonl --out bench/results/systems_counts.json

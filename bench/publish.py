@@ -200,7 +200,7 @@ _BENCHES = (
           "python bench/systems.py --data data/synth-demo --parts counts --systems xlarank,"
           "tpugraphs-gnn,gru,hybrid,competition-gnn --collections layout:xla:default,"
           "layout:xla:random,layout:nlp:default,layout:nlp:random,tile:xla "
-          "--cross-seed-list 0 --threads 1 "
+          "--cross-seed-list 0,1 --threads 1 "
           "--counts-partial bench/results/systems_counts.jsonl --cross-partial "
           "bench/results/systems_cross.jsonl --out bench/results/systems_counts.json",
           "The cross-graph rule of the section above on a tree with more training graphs: "
