@@ -859,6 +859,10 @@ def cross_graph(cross: dict, figure: str | None) -> list[str]:
     return out
 
 
+def seeds_named(seeds: list[int]) -> str:
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+
+
 def cross_counts(rec: dict) -> list[str]:
     """The counts part: each system's held-out headline at the demo's train-file count and
     at the larger one, then the larger run's curves and times as `cross_graph` gives them."""
@@ -873,10 +877,12 @@ def cross_counts(rec: dict) -> list[str]:
             return "–"
         now = ours[key]["metric"]["mean"]
         fewer = ("" if ours[key]["seeds"] == counts["seed_list"] else
-                 f" (seed {', '.join(map(str, ours[key]['seeds']))})")
+                 f" ({seeds_named(ours[key]['seeds'])})")
         if key not in theirs:
             return metric(now) + fewer
         was = theirs[key]["metric"]["mean"]
+        if theirs[key]["seeds"] != ours[key]["seeds"]:
+            fewer += f" (demo: {seeds_named(theirs[key]['seeds'])})"
         # Rounded first, so a change under 0.0005 reads +0.000, not -0.000.
         return f"{metric(was)} → {metric(now)} ({round(now - was, 3) + 0.0:+.3f}){fewer}"
 

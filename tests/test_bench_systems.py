@@ -311,6 +311,10 @@ def test_the_counts_comparison_leaves_out_on_the_demo_side_the_seeds_the_larger_
     page = "\n".join(publish.RENDERERS["systems_counts"](record))
     assert "| gru | 0.100 → 0.300 (+0.200) (seed 0) |" in page
     assert "| random | 0.000 → 0.000 (+0.000) |" in page
+    # A demo row that lacks a seed the larger count has says so too.
+    record["counts"]["demo_results"] = systems.cross_summary([row("random", 0, 0.0)])
+    page = "\n".join(publish.RENDERERS["systems_counts"](record))
+    assert "| random | 0.000 → 0.000 (+0.000) (demo: seed 0) |" in page
 
 
 def test_the_scale_part_projects_each_system_at_its_own_epochs():
