@@ -28,7 +28,7 @@ FUZZ_EXAMPLES ?= 3000
 .DELETE_ON_ERROR:
 # Frames and models are products in their own right, not intermediates to delete.
 .SECONDARY:
-.PHONY: help install dev demo dask-demo test test-fast lint fuzz bench bench-full features models ensembles evaluate report tune submission bench-publish clean clean-all
+.PHONY: help install jax corpus dev demo dask-demo test test-fast lint fuzz bench bench-full features models ensembles evaluate report tune submission bench-publish clean clean-all
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -47,7 +47,20 @@ $(VENV)/.dev-installed: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
+$(VENV)/.jax-installed: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[gnn]'
+	touch $@
+
 install: $(VENV)/.installed ## create .venv and install xlarank
+
+jax: $(VENV)/.jax-installed ## install the jax extra (xlarank[gnn]): xlarank measure, corpus, the gnn and gru families, the GNN systems
+
+# Every program of corpus/programs.toml without a record is measured (the timing on CPU
+# TIMING_CPU, compiling on every CPU), then corpus/manifest.json is written: a rerun goes
+# on where a killed one stopped. Measure on a quiet machine: see docs/xla.md.
+TIMING_CPU ?= $(shell $(PYTHON) -c "import os; print(max(os.sched_getaffinity(0)))")
+corpus: $(VENV)/.jax-installed ## measure the corpus of real JAX programs on this machine (about an hour on 2 cores)
+	$(XLARANK) corpus corpus/programs.toml --out-dir corpus --timing-cpu $(TIMING_CPU)
 
 dev: $(VENV)/.dev-installed ## install xlarank with the test extras
 

@@ -376,7 +376,7 @@ def test_the_jax_walk_through_runs_as_written(tmp_path):
     rows = [line.split(",") for line in ranked[1:]]
     assert sorted(int(r[4]) for r in rows) == list(range(32))
     assert [int(r[3]) for r in rows] == list(range(1, 33))
-    test_file = np.load(tmp_path / "mine/npz/layout/xla/default/test/jit_block.npz")
+    test_file = np.load(tmp_path / "mine/npz/layout/xla/default/test/block.npz")
     opcodes = test_file["node_opcode"][test_file["node_config_ids"]]
     assert sorted(opcodes.tolist()) == sorted(OPCODE_IDS[o] for o in
                                               ("convolution", "reshape", "dot"))

@@ -5,7 +5,8 @@ imports them: each is imported on first use, inside the function that needs it, 
 one of the functions here. They return the module, or raise `XlarankError` naming the
 extra to install.
 
-- jax (``xlarank[gnn]``): training the gnn and gru families' weights, the GNN systems.
+- jax (``xlarank[gnn]``): training the gnn and gru families' weights, the GNN systems,
+  `xlarank measure`.
 - dask and distributed (``xlarank[dask]``): the Dask engine.
 - optuna (``xlarank[bench]``): bench/autotune.py's TPE peer, which is skipped without it.
 """
@@ -18,7 +19,7 @@ import sys
 from xlarank.errors import XlarankError
 
 
-def require_jax():
+def require_jax(purpose: str = "training embedding weights (gnn, gru)"):
     """jax, imported with its CPU threads set to this process's chosen count
     (`xlarank.threads`): XLA reads them from XLA_FLAGS once, when jax starts, so a count
     chosen after jax started in this process cannot change them."""
@@ -30,8 +31,8 @@ def require_jax():
     try:
         import jax
     except ImportError:
-        raise XlarankError("training embedding weights (gnn, gru) needs jax: pip install "
-                           "'xlarank[gnn]'") from None
+        raise XlarankError(f"{purpose} needs jax: pip install 'xlarank[gnn]' "
+                           "(make jax installs it in the virtualenv)") from None
     return jax
 
 

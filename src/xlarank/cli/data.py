@@ -117,6 +117,142 @@ def import_(
 
 
 @app.command()
+def measure(
+    program: Annotated[str, typer.Argument(
+        help="The JAX program: PATH.py:FUNCTION. Its file is run: name only programs you "
+             "would run yourself.")],
+    out: Annotated[Path, typer.Option(
+        help="Record to write (ModuleTuningData, e.g. mine.pb); its manifest goes beside it "
+             "(mine.json).")],
+    inputs: Annotated[str | None, typer.Option(
+        help="The function of the same file that returns the program's example inputs, as "
+             "a tuple [FUNCTION_inputs].")] = None,
+    configs: Annotated[int, typer.Option(
+        help="Configs to measure, the default run included; with --remeasure, how many of "
+             "the record's.")] = 150,
+    seed: Annotated[int, typer.Option(help="Seed of the configs drawn and of the rounds' "
+                                      "orders.")] = 0,
+    rounds: Annotated[int, typer.Option(help="Rounds: every config is timed once a round, "
+                                        "in a shuffled order.")] = 4,
+    repeats: Annotated[int, typer.Option(help="Timed calls per config and round; the "
+                                         "least counts.")] = 3,
+    warmup: Annotated[int, typer.Option(help="Calls per config after compiling, before "
+                                        "any timing.")] = 2,
+    tolerance: Annotated[float, typer.Option(
+        help="How far a config's output may differ from the program's, as a share of its "
+             "largest magnitude.")] = 1e-3,
+    threads: Annotated[int, typer.Option(
+        min=1, help="XLA's CPU threads; 1 is the least noisy.")] = 1,
+    timing_cpu: Annotated[int | None, typer.Option(
+        help="Pin the timing to this CPU (compiling uses every CPU) [not pinned].")] = None,
+    compile_workers: Annotated[int | None, typer.Option(
+        help="Configs compiled at once [the CPUs this process may use].")] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Go on from the partial log a killed run left beside --out.")] = False,
+    remeasure: Annotated[Path | None, typer.Option(
+        help="Measure --configs of this record's configs again (the default run among "
+             "them) and report how far the runtimes agree.")] = None,
+) -> None:
+    """Measure a JAX program's layout configs on this machine's XLA backend and write the
+    official tuning record (xlarank import reads it). See docs/xla.md."""
+    from xlarank.compat import require_jax
+    from xlarank.measure import Settings, load_program, measure_program
+    from xlarank.measure import remeasure as again
+    from xlarank.measure.record import sidecar_path
+
+    with _user_errors():
+        check_outputs([Output(out), Output(sidecar_path(out))],
+                      [Input(Path(program.rpartition(":")[0]))]
+                      + ([Input(remeasure)] if remeasure else []))
+        use_threads(threads)
+        require_jax("measuring layout configs")
+        fn, args, name = load_program(program, inputs)
+        settings = Settings(configs=configs, seed=seed, rounds=rounds, repeats=repeats,
+                            warmup=warmup, tolerance=tolerance, timing_cpu=timing_cpu,
+                            compile_workers=compile_workers)
+        # One bar: compiling every config, then every round's timings.
+        with _progress("measure", configs * (rounds + 1)) as tick:
+            def step(_phase: str, _total: int) -> None:
+                tick()
+
+            if remeasure is not None:
+                result = again(fn, args, remeasure, out, count=configs, seed=seed,
+                               name=name, source=program, settings=settings,
+                               resume=resume, on_step=step)
+            else:
+                result = measure_program(fn, args, out, name=name, source=program,
+                                         settings=settings, resume=resume, on_step=step)
+    measured = [r for r in result.runtimes_ns if r is not None]
+    noise = result.noise
+    tau = noise["repeat_tau"]
+    console.print(
+        f"{out}: {len(measured)} of {len(result.configs)} configs measured "
+        f"({len(result.errors)} failed), {min(measured) / 1e6:.3f}-{max(measured) / 1e6:.3f} "
+        f"ms ({noise['spread']:.2f}x); repeat tau "
+        f"{'n/a' if tau is None else f'{tau:.2f}'}"
+        + ("" if noise["within_noise"] is None else
+           f", {noise['within_noise']:.0%} within the noise of the best"), highlight=False)
+    if remeasure is not None:
+        agreed = result.manifest["remeasure"]["tau_with_stored"]
+        console.print(f"tau with {remeasure}'s runtimes: "
+                      f"{'n/a' if agreed is None else f'{agreed:.2f}'}", highlight=False)
+    console.print(f"manifest: {sidecar_path(out)}", highlight=False)
+
+
+@app.command()
+def corpus(
+    programs: Annotated[Path, typer.Argument(
+        help="Programs list (TOML [[program]] tables: name, family, function as "
+             "PATH.py:FUNCTION relative to the list). Their files are run.")],
+    out_dir: Annotated[Path, typer.Option(
+        "--out-dir", help="Corpus folder: records/<name>.pb, left_out/, manifest.json.")],
+    configs: Annotated[int, typer.Option(help="Configs per program.")] = 150,
+    seed: Annotated[int, typer.Option(help="Seed of the configs drawn.")] = 0,
+    rounds: Annotated[int, typer.Option(help="Rounds per program.")] = 4,
+    repeats: Annotated[int, typer.Option(help="Timed calls per config and round.")] = 3,
+    min_repeat_tau: Annotated[float, typer.Option(
+        help="A program whose repeat tau stays under this is left out.")] = 0.4,
+    retry_rounds: Annotated[int, typer.Option(
+        help="Rounds of the second measurement of a program under --min-repeat-tau.")] = 8,
+    threads: Annotated[int, typer.Option(min=1, help="XLA's CPU threads.")] = 1,
+    timing_cpu: Annotated[int | None, typer.Option(
+        help="Pin the timing to this CPU (compiling uses every CPU) [not pinned].")] = None,
+) -> None:
+    """Measure every program of a programs list that has no record yet (xlarank measure)
+    and write the corpus manifest. Rerun it to go on after a kill."""
+    from xlarank.compat import require_jax
+    from xlarank.measure import Settings
+    from xlarank.measure.corpus import build_corpus, read_programs
+
+    with _user_errors():
+        listed = read_programs(programs)
+        check_outputs([Output(out_dir / "manifest.json")], [Input(programs)])
+        use_threads(threads)
+        require_jax("measuring layout configs")
+        settings = Settings(configs=configs, seed=seed, rounds=rounds, repeats=repeats,
+                            timing_cpu=timing_cpu)
+        settings.check()
+        with _progress("corpus", len(listed)) as tick:
+            manifest = build_corpus(listed, out_dir, settings=settings,
+                                    min_repeat_tau=min_repeat_tau,
+                                    retry_rounds=retry_rounds, on_program=tick)
+    _show_table("corpus", [("program", "left"), ("family", "left"), ("configs", "right"),
+                           ("ms", "right"), ("spread", "right"), ("repeat tau", "right")],
+                [(p["name"], p["family"], str(p["configs"]),
+                  f"{p['runtime_ms'][0]:.2f}-{p['runtime_ms'][1]:.2f}",
+                  f"{p['spread']:.2f}x", f"{p['repeat_tau']:.2f}")
+                 for p in manifest["programs"]])
+    for p in manifest["left_out"]:
+        tau = p["repeat_tau"]
+        console.print(f"left out for noise: {p['name']} (repeat tau "
+                      f"{'n/a' if tau is None else f'{tau:.2f}'}, spread {p['spread']:.2f}x)",
+                      highlight=False)
+    console.print(f"{len(manifest['programs'])} programs in "
+                  f"{len(manifest['families'])} families -> {out_dir / 'manifest.json'}",
+                  highlight=False)
+
+
+@app.command()
 def specs(
     kind: Annotated[str | None, typer.Option(help="feature or booster [both].")] = None,
 ) -> None:

@@ -32,6 +32,10 @@ from xlarank.rank.ranker import MODEL_FORMAT, Ranker
 from xlarank.rank.spec import RankerSpec, check_seed
 from xlarank.target import ranking_target
 
+# Fewer graphs than this teach a cross-graph ranker little: a ranker trained on one real
+# record scored 32 candidates of another program with 17 distinct scores, its top 4 tied.
+MIN_TRAINING_GRAPHS = 5
+
 
 def check_trainable(meta: FrameMeta, spec: RankerSpec, runtime: np.ndarray | None = None,
                     graph_ids: np.ndarray | None = None, *, where: str = "frame",
@@ -70,6 +74,13 @@ def check_trainable(meta: FrameMeta, spec: RankerSpec, runtime: np.ndarray | Non
         if flat:
             warnings.warn(f"{flat} of {len(distinct)} training graphs have one distinct "
                           "config or all-equal runtimes; they teach the ranker nothing",
+                          XlarankWarning, stacklevel=2)
+        teaching = len(distinct) - flat
+        if teaching < MIN_TRAINING_GRAPHS:
+            warnings.warn(f"{where}: a cross-graph ranker fit on {teaching} graph(s), fewer "
+                          f"than {MIN_TRAINING_GRAPHS}: it sees too few programs to rank "
+                          "others well and may tie many configs; to rank one graph's "
+                          "configs from some of them measured, use xlarank rank-graph",
                           XlarankWarning, stacklevel=2)
     return collection
 

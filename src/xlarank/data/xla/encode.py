@@ -133,6 +133,9 @@ class EncodedModule:
     node_rank: np.ndarray
     node_operands: np.ndarray
     node_fused: np.ndarray
+    # Each node's OpMetadata.op_name ("jit(f)/scope/dot_general"): the JAX scopes it came
+    # from, which `xlarank.measure` tags its configurable nodes with.
+    node_op_name: tuple[str, ...] = ()
 
 
 class ModuleError(ValueError):
@@ -161,6 +164,7 @@ def encode_module(buf: memoryview, span: tuple[int, int] | None) -> EncodedModul
     ranks: list[int] = []
     first_operands: list[list[int]] = []
     node_comp: list[int] = []
+    op_names: list[str] = []
     fused_comps: set[int] = set()
     calls: dict[int, set[int]] = {}
     for comp_span in computations:
@@ -185,6 +189,7 @@ def encode_module(buf: memoryview, span: tuple[int, int] | None) -> EncodedModul
             ranks.append(len(inst.get("shape").get("dimensions")))
             first_operands.append((list(inst.get("operand_ids")) + [None, None])[:2])
             node_comp.append(comp.get("id"))
+            op_names.append(inst.get("metadata").get("op_name"))
             calls[comp.get("id")].update(called[-1])
             if opcode == "fusion":
                 fused_comps.update(called[-1])
@@ -210,7 +215,8 @@ def encode_module(buf: memoryview, span: tuple[int, int] | None) -> EncodedModul
     return EncodedModule(module.get("name"), node_feat, np.array(opcodes, dtype=np.uint8),
                          edges, np.array(splits, dtype=np.int64), tuple(unknown),
                          np.array(ranks, dtype=np.int64), node_operands,
-                         np.array([c in fused_comps for c in node_comp], dtype=bool))
+                         np.array([c in fused_comps for c in node_comp], dtype=bool),
+                         tuple(op_names))
 
 
 def _decode_computation(buf: memoryview, span) -> Message:

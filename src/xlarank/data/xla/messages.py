@@ -65,12 +65,15 @@ SCHEMAS: dict[str, dict[int, Field]] = {
                                    root_id=(6, INT)),
     "HloInstructionProto": _schema(
         name=(1, STRING), opcode=(2, STRING), shape=(3, "ShapeProto"),
-        parameter_number=(9, INT), tuple_index=(13, INT), dimensions=(14, INT, R),
+        metadata=(7, "OpMetadata"), parameter_number=(9, INT), tuple_index=(13, INT),
+        dimensions=(14, INT, R),
         window=(15, "Window"), convolution_dimension_numbers=(16, "ConvolutionDimensionNumbers"),
         slice_dimensions=(17, "SliceDimensions", R), dynamic_slice_sizes=(20, INT, R),
         padding_config=(21, "PaddingConfig"), id=(35, INT), operand_ids=(36, INT, R),
         called_computation_ids=(38, INT, R), feature_group_count=(50, INT),
         batch_group_count=(58, INT), is_stable=(60, BOOL)),
+    # Where an instruction came from: `xlarank measure` finds its nodes by their op_name.
+    "OpMetadata": _schema(op_type=(1, STRING), op_name=(2, STRING)),
     "SliceDimensions": _schema(start=(1, INT), limit=(2, INT), stride=(3, INT)),
     # xla/xla_data.proto
     "ShapeProto": _schema(element_type=(2, INT), dimensions=(3, INT, R),

@@ -210,6 +210,20 @@ def _layout_collection(collection: str | None, path: Path) -> Collection:
     return found
 
 
+# Entry-computation names XLA gives a module that was not named ("main", "main__.10904",
+# "jit_main"): they say nothing of the program.
+_GENERIC_MODULE = re.compile(r"^(jit_)?_*main(_*\.?\d*)*$")
+
+
+def graph_name(module_name: str, path: Path) -> str:
+    """The file name of a layout import: the module's name without JAX's ``jit_`` prefix
+    (a measured ``cnn_plain`` lowers as ``jit_cnn_plain``), or the record's own file name
+    when the module's name is one XLA gives every module."""
+    if not module_name or _GENERIC_MODULE.match(module_name):
+        return _safe_name(path.stem)
+    return _safe_name(module_name.removeprefix("jit_") or module_name)
+
+
 def _safe_name(name: str) -> str:
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "module"
     return cleaned[:200]
@@ -281,7 +295,8 @@ def _layout_graph(buf, path: Path, record: Message, collection, split, name,
     arrays.update(node_config_ids=config_nodes, node_config_feat=configs,
                   config_runtime=np.array([r["profile"].get("compute_time_ns") for r in runs],
                                           dtype=np.int64))
-    return ImportedGraph(coll, _split(split, "train"), _safe_name(name or encoded.name),
+    return ImportedGraph(coll, _split(split, "train"),
+                         _safe_name(name) if name else graph_name(encoded.name, path),
                          arrays, path, f"{len(runs)} measured layout configs")
 
 
@@ -418,5 +433,6 @@ def _dump_graph(buf, path: Path, span, collection, split, name, candidates: int,
     arrays.update(node_config_ids=nodes,
                   node_config_feat=candidate_layouts(encoded, nodes, candidates, seed),
                   config_runtime=np.zeros(candidates, dtype=np.int64))
-    return ImportedGraph(coll, _split(split, "test"), _safe_name(name or encoded.name), arrays,
+    return ImportedGraph(coll, _split(split, "test"),
+                         _safe_name(name) if name else graph_name(encoded.name, path), arrays,
                          path, f"{candidates} candidate layout configs, not measured")

@@ -88,3 +88,34 @@ def packed_varints(buf: memoryview, span: tuple[int, int]) -> list[int]:
         value, pos = read_varint(buf, pos, end)
         out.append(value)
     return out
+
+
+# Writing: what `xlarank measure` needs to write a ModuleTuningData record.
+
+def varint(value: int) -> bytes:
+    """``value`` as a varint; a negative int64 as its 10-byte two's complement, as protobuf
+    writes int64 and int32 fields."""
+    if value < 0:
+        value += 1 << 64
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def varint_field(number: int, value: int) -> bytes:
+    """A varint field (int32/int64/uint64/bool/enum); proto3 leaves a zero value unwritten."""
+    return b"" if value == 0 else varint(number << 3 | VARINT) + varint(value)
+
+
+def len_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field: a string, bytes or a sub-message."""
+    return varint(number << 3 | LEN) + varint(len(payload)) + payload
+
+
+def packed_field(number: int, values) -> bytes:
+    """A packed repeated varint field, as proto3 writes repeated numbers; none when empty."""
+    values = list(values)
+    return len_field(number, b"".join(varint(int(v)) for v in values)) if values else b""
