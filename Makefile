@@ -202,6 +202,8 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	$(BIN)/python bench/autotune.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/autotune.json
 	$(BIN)/python bench/autotune.py --synthetic-only --synthetic $(NOISY_DATA) --no-ablations \
 	    --out bench/results/autotune_noisy.json
+	$(BIN)/python bench/corpus.py --corpus corpus --parts ingraph,cross,tpu --seeds 3 \
+	    --out bench/results/corpus.json
 	@echo "bench figures: bench/results/*.json. The page to update is docs/benchmarks.md:" \
 	    "'make bench-publish' copies them to bench/published/ and rewrites it."
 

@@ -169,7 +169,8 @@ def time_command(path: Path, measured: int = 100, repeats: int = 3,
 
 
 def one_file(path: Path, seeds: list[int], prior_dir: Path | None,
-             fractions: tuple[float, ...] = FRACTIONS, peer_only: bool = False) -> dict:
+             fractions: tuple[float, ...] = FRACTIONS, peer_only: bool = False,
+             embeddings: bool = True) -> dict:
     import lightgbm as lgb
 
     graph = load_graph(path)
@@ -217,7 +218,8 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None,
                                   time.perf_counter() - started)
             model = ranked.attrs["in_graph_model"]["model"]
             chosen[model] = chosen.get(model, 0) + 1
-            for system, spec in ({} if peer_only else WITH_EMBEDDING).items():
+            for system, spec in ({} if peer_only or not embeddings
+                                 else WITH_EMBEDDING).items():
                 started = time.perf_counter()
                 ranked = rank_graph(graph, measured, seed=seed, threads=THREADS, spec=spec)
                 by_index = -ranked.set_index("config_index")["rank"].astype(np.float64)

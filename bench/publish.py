@@ -288,6 +288,19 @@ _BENCHES = (
           "The whole dataset's size on one machine (`make bench-full`): the `real` synthetic "
           "preset (`xlarank synth`: the real file counts and size mix, not TpuGraphs data) "
           "featurized, trained, evaluated and submitted, wall time and peak RSS per step."),
+    Bench("corpus", "The measured corpus: real programs measured here",
+          "python bench/corpus.py --corpus corpus --parts ingraph,cross,tpu --seeds 3 "
+          "--out bench/results/corpus.json",
+          "Real JAX programs (corpus/programs.toml: ten model families) whose layout configs "
+          "`xlarank measure` compiled with XLA's CPU backend and timed on a 2-core machine "
+          "(`make corpus`, docs/xla.md), imported as layout:xla:random. A first look: "
+          "xlarank's settings were frozen at the named commit before the corpus was first "
+          "scored, and none was chosen on it. Per program: its runtime spread and noise "
+          "ceiling (repeat tau: two independent halves of its rounds against each other); "
+          "in-graph, a share of its distinct configs measured and the rest ranked, over "
+          "seeds; across graphs, each family left out in turn (trained on the others, "
+          "scored on it), every stepped system by the cross-graph rule; and the "
+          "corpus-trained model on the labelled real TpuGraphs graph (unet3d)."),
 )
 # {name: Bench}, in page order.
 BENCHES = {b.name: b for b in _BENCHES}
@@ -1156,6 +1169,79 @@ def full(rec: dict) -> list[str]:
     return out
 
 
+def corpus(rec: dict) -> list[str]:
+    """The measured corpus: noise per program, in-graph, leave-one-family-out, CPU to TPU."""
+    noise = rec["noise"]
+    out = [f"{len(noise)} programs in {len(rec['families'])} families "
+           f"({', '.join(rec['families'])}); {len(rec['left_out'])} left out for noise. "
+           f"xlarank's settings frozen at `{rec['freeze']}`; a first look. Every tau below is "
+           "a Kendall tau; mean ± sd (worst) over every program and seed."]
+    plot = Path(str(rec.get("noise_plot") or "")).name
+    if plot:
+        out.append(f"![each program's runtime spread and noise ceiling]"
+                   f"(../bench/published/{plot})")
+    out.append(table(["program", "family", "ms (fastest-slowest)", "spread", "repeat tau",
+                      "within noise of the best"],
+                     [[f"`{name}`", p["family"],
+                       f"{p['runtime_ms'][0]:.2f}-{p['runtime_ms'][1]:.2f}",
+                       f"{p['spread']:.2f}x", metric(p["repeat_tau"]),
+                       f"{100 * p['within_noise']:.0f}%"] for name, p in noise.items()]))
+    if rec["left_out"]:
+        out.append("Left out for noise (repeat tau under the corpus's 0.4 after up to 8 "
+                   "rounds):")
+        out.append(table(["program", "family", "rounds", "spread", "repeat tau"],
+                         [[f"`{p['name']}`", p["family"], str(p["rounds"]),
+                           f"{p['spread']:.2f}x", metric(p["repeat_tau"])]
+                          for p in rec["left_out"]]))
+    if rec.get("not_measured"):
+        out.append(f"Listed in corpus/programs.toml but not measured yet (`make corpus` "
+                   f"measures them): {', '.join(f'`{n}`' for n in rec['not_measured'])}.")
+    ingraph = rec.get("ingraph")
+    if ingraph:
+        shares = list(ingraph["overall"])
+        systems = [s for s in next(iter(ingraph["overall"].values()))
+                   if s != "peer_beats_pipeline_programs"]
+        out.append("**In-graph**: a share of each program's distinct configs measured, the "
+                   "rest ranked; over programs and seeds (the mean of program means beside "
+                   "it).")
+        out.append(table(["system", *[f"{float(h):.0%} measured" for h in shares],
+                          *[f"program means, {float(h):.0%}" for h in shares]],
+                         [[s, *[pm(ingraph["overall"][h][s], "worst") for h in shares],
+                           *[pm(ingraph["overall"][h][s]["program_means"], "worst")
+                             for h in shares]] for s in systems]))
+        out.append("Programs where the raw-columns peer beats the default pipeline "
+                   "in-graph: " + ", ".join(
+                       f"{ingraph['overall'][h]['peer_beats_pipeline_programs']} of "
+                       f"{len(ingraph['per_program'])} at {float(h):.0%}" for h in shares)
+                   + ".")
+        out.append(table(["program", *[f"{s.split(':')[0]} {float(h):.0%}"
+                                       for s in systems[:3] for h in shares]],
+                         [[f"`{name}`", *[metric(p["results"][h][s]["mean"])
+                                          for s in systems[:3] for h in shares]]
+                          for name, p in ingraph["per_program"].items()]))
+    cross = rec.get("cross")
+    if cross:
+        systems = list(cross["overall"])
+        families = sorted({f["family"] for f in cross["folds"]})
+        fold = {(f["family"], f["system"]): f for f in cross["folds"]}
+        out.append("**Across graphs, one family left out**: trained on the other families' "
+                   "programs, scored on the held family's; one seed.")
+        out.append(table(["system", "over programs", "program means", *families],
+                         [[s, pm(cross["overall"][s], "worst"),
+                           pm(cross["overall"][s]["program_means"], "worst"),
+                           *[metric(fold[f, s]["mean"]) if (f, s) in fold else "–"
+                             for f in families]] for s in systems]))
+    tpu = rec.get("tpu")
+    if tpu:
+        out.append(f"**CPU to TPU**: xlarank's default pipeline trained on the "
+                   f"{tpu['trained_on']} corpus programs (imported as layout:xla:default), "
+                   f"scored on the real TpuGraphs graph `{tpu['graph']}`: tau "
+                   + ", ".join(metric(v) for v in tpu["unet3d"])
+                   + f" on seeds {', '.join(map(str, tpu['seeds']))}; random order "
+                   + ", ".join(metric(v) for v in tpu["random"]) + ".")
+    return out
+
+
 RENDERERS = {"featurize": featurize, "score": score, "ingraph": ingraph,
              "ingraph_noisy": ingraph, "ablation": ablation,
              "engines": engines, "quality": quality, "systems": systems,
@@ -1168,7 +1254,7 @@ RENDERERS = {"featurize": featurize, "score": score, "ingraph": ingraph,
              "tile_kernels_curves": tile_kernels,
              "autotune": autotune, "autotune_noisy": autotune,
              "featurize_full": featurize_full, "full": full,
-             "ingraph_timing": rank_graph_command}
+             "ingraph_timing": rank_graph_command, "corpus": corpus}
 
 
 # ---------------------------------------------------------------- page
@@ -1286,7 +1372,8 @@ def publish(results: Path, published: Path) -> list[str]:
         write_text_atomic(published / source.name, text)
         said.append(f"published {_show(source)} -> {_show(published / source.name)}{note}")
         # The record's figure (a PNG the same run drew) goes beside it, for the page.
-        for key in ("ingraph_curve", "cross_curve", "counts_curve", "kernel_curve"):
+        for key in ("ingraph_curve", "cross_curve", "counts_curve", "kernel_curve",
+                    "noise_plot"):
             drawn = results / Path(str(record.get(key) or "")).name
             if record.get(key) and drawn.is_file():
                 (published / drawn.name).write_bytes(drawn.read_bytes())

@@ -155,6 +155,7 @@ def test_drawn_configs_are_seeded_and_stop_at_the_distinct_ones_there_are():
 
 
 # ---------------------------------------------------------------- the record, round trip
+@pytest.mark.gnn
 def test_a_written_record_imports_field_by_field(tmp_path, traced):
     nodes = traced.nodes
     configs = draw_configs(nodes, 12, seed=0)
@@ -193,6 +194,7 @@ def test_a_record_without_a_layout_run_is_refused(tmp_path):
 
 
 # ---------------------------------------------------------------- the program, traced
+@pytest.mark.gnn
 def test_configurable_nodes_map_to_their_hlo_instructions(traced):
     from xlarank.data.xla.encode import encode_module
 
@@ -208,6 +210,7 @@ def test_configurable_nodes_map_to_their_hlo_instructions(traced):
     assert encoded.node_opcode[traced.hlo_nodes[2]] == OPCODE_IDS["dot"]
 
 
+@pytest.mark.gnn
 def test_a_config_is_compiled_with_the_layouts_it_names(traced):
     import jax
 
@@ -220,6 +223,7 @@ def test_a_config_is_compiled_with_the_layouts_it_names(traced):
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.gnn
 def test_nodes_inside_control_flow_are_left_to_the_compiler(program_file):
     pytest.importorskip("jax")
     from xlarank.measure import load_program
@@ -235,6 +239,7 @@ SMALL = dict(configs=8, rounds=2, repeats=1, warmup=1)
 
 
 @pytest.mark.slow
+@pytest.mark.gnn
 def test_measure_writes_a_record_that_imports_and_a_manifest(tmp_path, program_file):
     pytest.importorskip("jax")
     from xlarank.measure import Settings, load_program, measure_program
@@ -256,6 +261,7 @@ def test_measure_writes_a_record_that_imports_and_a_manifest(tmp_path, program_f
 
 
 @pytest.mark.slow
+@pytest.mark.gnn
 def test_a_killed_measurement_resumes_from_its_log(tmp_path, program_file):
     pytest.importorskip("jax")
     from xlarank.measure import Settings, load_program, measure_program
@@ -288,6 +294,7 @@ def test_a_killed_measurement_resumes_from_its_log(tmp_path, program_file):
 
 
 @pytest.mark.slow
+@pytest.mark.gnn
 def test_remeasure_checks_the_program_and_reports_agreement(tmp_path, program_file):
     pytest.importorskip("jax")
     from xlarank.measure import Settings, load_program, measure_program, remeasure
@@ -333,6 +340,7 @@ def test_noise_ceiling_reads_agreement_between_independent_rounds():
     ("{dir}/syntax.py:f", "does not load (SyntaxError"),
     ("{dir}/shapes.py:f", "does not trace with the given inputs (TypeError"),
 ])
+@pytest.mark.gnn
 def test_bad_programs_give_one_error_line(tmp_path, program_file, spec, message):
     pytest.importorskip("jax")
     folder = program_file.parent
@@ -352,7 +360,36 @@ def test_bad_programs_give_one_error_line(tmp_path, program_file, spec, message)
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("target", ["program", "record", "candidates"])
+def test_measure_never_writes_over_what_it_reads(tmp_path, target):
+    program = tmp_path / "prog.py"
+    program.write_text(PROGRAM)
+    record = tmp_path / "old.pb"
+    record.write_bytes(b"x")
+    cands = tmp_path / "c.npz"
+    cands.write_bytes(b"y")
+    out = {"program": program, "record": record, "candidates": cands}[target]
+    extra = {"program": [], "record": ["--remeasure", str(record)],
+             "candidates": ["--configs-of", str(cands), "--indices", str(record)]}[target]
+    before = out.read_bytes()
+    result = runner.invoke(app, ["measure", f"{program}:block", "--out", str(out), *extra])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(out) in lines[0]
+    assert out.read_bytes() == before
+
+
+def test_corpus_never_writes_its_manifest_over_the_programs_list(tmp_path):
+    listed = tmp_path / "manifest.json"
+    listed.write_text('[[program]]\nname = "a"\nfamily = "f"\nfunction = "a.py:a"\n')
+    before = listed.read_text()
+    result = runner.invoke(app, ["corpus", str(listed), "--out-dir", str(tmp_path)])
+    assert result.exit_code == 2 and result.stderr.startswith("error: "), result.output
+    assert listed.read_text() == before
+
+
 @pytest.mark.slow
+@pytest.mark.gnn
 def test_the_command_measures_and_says_how_noisy(tmp_path, program_file):
     pytest.importorskip("jax")
     out = tmp_path / "block.pb"
@@ -383,6 +420,7 @@ def test_a_programs_list_is_checked(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.gnn
 def test_a_corpus_keeps_the_programs_that_repeat_and_lists_the_others(tmp_path,
                                                                       program_file):
     pytest.importorskip("jax")
@@ -401,6 +439,9 @@ def test_a_corpus_keeps_the_programs_that_repeat_and_lists_the_others(tmp_path,
     again = build_corpus(programs, tmp_path / "c", settings=Settings(**SMALL),
                          min_repeat_tau=1.5)
     assert again["left_out"] == manifest["left_out"]  # kept, not measured again
+    listed_only = build_corpus(programs, tmp_path / "d", measure=False)
+    assert listed_only["not_measured"] == ["block"] and listed_only["programs"] == []
+    assert not (tmp_path / "d/records").exists()
     kept = build_corpus(programs, tmp_path / "d", settings=Settings(**SMALL),
                         min_repeat_tau=-1.0)
     assert kept["programs"][0]["record"] == "records/block.pb"
@@ -409,21 +450,17 @@ def test_a_corpus_keeps_the_programs_that_repeat_and_lists_the_others(tmp_path,
 
 # ---------------------------------------------------------------- around it
 def test_training_on_too_few_graphs_warns():
-    from xlarank.frame import FrameMeta
-    from xlarank.rank.spec import load_ranker_spec
-    from xlarank.rank.train import MIN_TRAINING_GRAPHS, check_trainable
+    from xlarank.rank.train import MIN_TRAINING_GRAPHS, warn_few_graphs
 
-    spec = load_ranker_spec(Path(__file__).resolve().parents[1] / "models"
-                            / "layout-xla-default.toml")
-    meta = FrameMeta(collection="layout:xla:default", split="train",
-                     spec={"name": spec.features}, feature_names=["a"])
+    def check(graphs: int, flat: int = 0) -> None:
+        runtime = np.r_[np.tile([1.0, 2.0], graphs), np.ones(2 * flat)]
+        warn_few_graphs(runtime, np.repeat(np.arange(graphs + flat), 2), "frame.parquet")
 
-    def check(graphs: int) -> None:
-        check_trainable(meta, spec, np.tile([1.0, 2.0], graphs),
-                        np.repeat(np.arange(graphs), 2))
-
-    with pytest.warns(XlarankWarning, match="fit on 2 graph.s., fewer than 5"):
+    with pytest.warns(XlarankWarning, match=r"frame.parquet: .* fit on 2 graph.s., fewer "
+                                            "than 5"):
         check(2)
+    with pytest.warns(XlarankWarning, match="fit on 4 graph"):
+        check(4, flat=3)  # graphs with one runtime teach no ranking
     with warnings.catch_warnings():
         warnings.simplefilter("error", XlarankWarning)
         check(MIN_TRAINING_GRAPHS)
@@ -437,3 +474,60 @@ def test_a_module_xla_named_for_its_entry_is_named_after_its_record(tmp_path):
                                  (4, 1)]))
     (graph,) = read_records(path)
     assert graph.name == "resnet_block"
+
+
+# ---------------------------------------------------------------- candidates, the loop
+@pytest.mark.slow
+@pytest.mark.gnn
+def test_candidates_round_trip_through_their_file(tmp_path, traced, program_file):
+    from xlarank.data.graph import load_graph
+    from xlarank.measure import candidate_configs, load_program, write_candidates
+
+    fn, args, name = load_program(f"{program_file}:block")
+    written = write_candidates(fn, args, tmp_path / "c.npz", count=20, seed=4)
+    graph = load_graph(tmp_path / "c.npz")
+    assert graph.n_configs == written == 20 and not graph.config_runtime.any()
+    drawn = draw_configs(traced.nodes, 20, seed=4)
+    assert candidate_configs(traced, tmp_path / "c.npz", range(20)) == drawn
+    with pytest.raises(XlarankError, match="is not one of"):
+        candidate_configs(traced, tmp_path / "c.npz", [20])
+    other, other_args, _ = load_program(f"{program_file}:looped")
+    write_candidates(other, other_args, tmp_path / "o.npz", count=4)
+    with pytest.raises(XlarankError, match="another program's configs"):
+        candidate_configs(traced, tmp_path / "o.npz", [1])
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "xla.md"
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+
+
+@pytest.mark.gnn
+@pytest.mark.slow
+def test_the_tuning_walk_through_runs_as_written(tmp_path):
+    """docs/xla.md's loop from a JAX function to tuned configs, as the page shows it."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    pytest.importorskip("jax")
+    text = DOCS.read_text().split("### From your JAX function to tuned configs", 1)[1]
+    python_block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    shell_block = re.search(r"```sh\n(.*?)```", text, re.S).group(1)
+    (tmp_path / "mine.py").write_text(python_block)
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "XLARANK": str(CORPUS.parent), "JAX_PLATFORMS": "cpu",
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("XLA_FLAGS", None)
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", shell_block], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    ranked = (tmp_path / "ranked.csv").read_text().splitlines()
+    assert ranked[0].startswith("rank,config_index,score,measured")
+    assert sorted(int(line.split(",")[1]) for line in ranked[1:]) == list(range(64))
+    measured = (tmp_path / "measured.csv").read_text().splitlines()[1:]
+    # Three rounds of six suggestions, each with the compiler's own config 0 beside them.
+    assert 18 <= len(measured) <= 21
+    assert len({line.split(",")[0] for line in measured}) >= 18
+    for k in (1, 2, 3):
+        assert (tmp_path / f"round{k}.pb").is_file()

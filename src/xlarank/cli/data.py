@@ -152,9 +152,26 @@ def measure(
     remeasure: Annotated[Path | None, typer.Option(
         help="Measure --configs of this record's configs again (the default run among "
              "them) and report how far the runtimes agree.")] = None,
+    candidates: Annotated[int | None, typer.Option(
+        help="Write this many candidate configs to --out (an .npz for suggest and "
+             "rank-graph) and time nothing.")] = None,
+    configs_of: Annotated[Path | None, typer.Option(
+        help="Measure configs of this candidates file (--candidates wrote it): those "
+             "--indices lists, and its config 0, the compiler's own.")] = None,
+    indices: Annotated[Path | None, typer.Option(
+        help="With --configs-of: a CSV whose config_index column names the configs "
+             "(xlarank suggest's output).")] = None,
+    measured: Annotated[Path | None, typer.Option(
+        help="With --configs-of: add the runtimes to this CSV of config_index,runtime, "
+             "the state xlarank suggest and rank-graph read (made if absent).")] = None,
 ) -> None:
     """Measure a JAX program's layout configs on this machine's XLA backend and write the
     official tuning record (xlarank import reads it). See docs/xla.md."""
+    if candidates is not None or configs_of is not None:
+        _measure_candidates(program, out, inputs, candidates, configs_of, indices, measured,
+                            seed, rounds, repeats, warmup, tolerance, threads, timing_cpu,
+                            compile_workers, resume)
+        return
     from xlarank.compat import require_jax
     from xlarank.measure import Settings, load_program, measure_program
     from xlarank.measure import remeasure as again
@@ -162,8 +179,7 @@ def measure(
 
     with _user_errors():
         check_outputs([Output(out), Output(sidecar_path(out))],
-                      [Input(Path(program.rpartition(":")[0]))]
-                      + ([Input(remeasure)] if remeasure else []))
+                      _program_input(program) + ([Input(remeasure)] if remeasure else []))
         use_threads(threads)
         require_jax("measuring layout configs")
         fn, args, name = load_program(program, inputs)
@@ -199,6 +215,81 @@ def measure(
     console.print(f"manifest: {sidecar_path(out)}", highlight=False)
 
 
+def _program_input(program: str) -> list[Input]:
+    """The program's file as an input no output may replace (none when not named)."""
+    path = program.rpartition(":")[0]
+    return [Input(Path(path))] if path else []
+
+
+def _measure_candidates(program: str, out: Path, inputs, candidates, configs_of, indices,
+                        measured, seed, rounds, repeats, warmup, tolerance, threads,
+                        timing_cpu, compile_workers, resume) -> None:
+    """measure --candidates (write them) or --configs-of (measure some of them)."""
+    from xlarank.compat import require_jax
+    from xlarank.measure import (
+        Settings,
+        load_program,
+        measure_candidates,
+        write_candidates,
+    )
+    from xlarank.measure.record import sidecar_path
+    from xlarank.rank.measured import read_config_indices
+
+    with _user_errors():
+        if candidates is not None and configs_of is not None:
+            raise XlarankError("--candidates writes candidates, --configs-of measures "
+                               "some: give one")
+        program_file = _program_input(program)
+        if candidates is not None:
+            check_outputs([Output(out)], program_file)
+            use_threads(threads)
+            require_jax("measuring layout configs")
+            fn, args, name = load_program(program, inputs)
+            written = write_candidates(fn, args, out, count=candidates, seed=seed, name=name)
+            console.print(f"{out}: {written} candidate configs of {name} (config 0 the "
+                          "compiler's own), unmeasured", highlight=False)
+            return
+        if indices is None:
+            raise XlarankError("--configs-of needs --indices, a CSV of config_index")
+        check_outputs([Output(out), Output(sidecar_path(out))]
+                      + ([Output(measured)] if measured else []),
+                      [*program_file, Input(configs_of), Input(indices)])
+        wanted = read_config_indices(indices)
+        use_threads(threads)
+        require_jax("measuring layout configs")
+        fn, args, name = load_program(program, inputs)
+        settings = Settings(configs=max(2, len(wanted) + 1), seed=seed, rounds=rounds,
+                            repeats=repeats, warmup=warmup, tolerance=tolerance,
+                            timing_cpu=timing_cpu, compile_workers=compile_workers)
+        settings.check()
+        with _progress("measure", (len(set(wanted) | {0})) * (rounds + 1)) as tick:
+            result, rows = measure_candidates(
+                fn, args, configs_of, wanted, out, name=name, source=program,
+                settings=settings, resume=resume, on_step=lambda *_: tick())
+        if measured is not None:
+            _add_measured(measured, rows)
+    failed = [i for i, r in rows if r is None]
+    console.print(f"{out}: {len(rows) - len(failed)} configs of {configs_of} measured"
+                  + (f" ({len(failed)} failed: {', '.join(map(str, failed))})" if failed
+                     else "") + (f" -> {measured}" if measured else ""), highlight=False)
+
+
+def _add_measured(path: Path, rows: list[tuple[int, int | None]]) -> None:
+    """The measured CSV with ``rows`` added (failed configs left out), written whole."""
+    import pandas as pd
+
+    from xlarank.atomic import atomic_path
+    from xlarank.rank.measured import read_measured
+
+    before = read_measured(path) if path.exists() else pd.DataFrame(
+        {"config_index": [], "runtime": []})
+    added = pd.DataFrame([(i, r) for i, r in rows if r is not None],
+                         columns=["config_index", "runtime"])
+    table = pd.concat([before[["config_index", "runtime"]], added], ignore_index=True)
+    with atomic_path(path) as tmp:
+        table.astype({"config_index": "int64", "runtime": "int64"}).to_csv(tmp, index=False)
+
+
 @app.command()
 def corpus(
     programs: Annotated[Path, typer.Argument(
@@ -217,6 +308,9 @@ def corpus(
     threads: Annotated[int, typer.Option(min=1, help="XLA's CPU threads.")] = 1,
     timing_cpu: Annotated[int | None, typer.Option(
         help="Pin the timing to this CPU (compiling uses every CPU) [not pinned].")] = None,
+    measure: Annotated[bool, typer.Option(
+        "--measure/--no-measure", help="With --no-measure, write the manifest of the "
+        "records there and measure nothing.")] = True,
 ) -> None:
     """Measure every program of a programs list that has no record yet (xlarank measure)
     and write the corpus manifest. Rerun it to go on after a kill."""
@@ -235,7 +329,8 @@ def corpus(
         with _progress("corpus", len(listed)) as tick:
             manifest = build_corpus(listed, out_dir, settings=settings,
                                     min_repeat_tau=min_repeat_tau,
-                                    retry_rounds=retry_rounds, on_program=tick)
+                                    retry_rounds=retry_rounds, on_program=tick,
+                                    measure=measure)
     _show_table("corpus", [("program", "left"), ("family", "left"), ("configs", "right"),
                            ("ms", "right"), ("spread", "right"), ("repeat tau", "right")],
                 [(p["name"], p["family"], str(p["configs"]),
@@ -246,6 +341,9 @@ def corpus(
         tau = p["repeat_tau"]
         console.print(f"left out for noise: {p['name']} (repeat tau "
                       f"{'n/a' if tau is None else f'{tau:.2f}'}, spread {p['spread']:.2f}x)",
+                      highlight=False)
+    if manifest["not_measured"]:
+        console.print(f"not measured: {', '.join(manifest['not_measured'])}",
                       highlight=False)
     console.print(f"{len(manifest['programs'])} programs in "
                   f"{len(manifest['families'])} families -> {out_dir / 'manifest.json'}",

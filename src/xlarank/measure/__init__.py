@@ -533,5 +533,92 @@ def remeasure(fn: Callable, inputs: Sequence, record: str | Path, out: str | Pat
     return result
 
 
-__all__ = ["Measurement", "Settings", "load_program", "measure_program", "noise_ceiling",
-           "remeasure"]
+def candidate_arrays(program, configs: Sequence[Config]) -> dict[str, np.ndarray]:
+    """The layout file of a program's candidate configs, unmeasured (runtimes 0), in the
+    dataset's format: the graph as `xlarank import` encodes the program's module, and
+    node_config_feat float32 (configs, nodes, 18) with -1 where a config fixes nothing."""
+    from xlarank.data.xla.encode import encode_module
+
+    encoded = encode_module(memoryview(program.hlo_module), None)
+    feat = np.full((len(configs), len(program.nodes), 18), -1, dtype=np.float32)
+    for i, config in enumerate(configs):
+        for j, tensors in enumerate(config):
+            for t, dims in enumerate(tensors):
+                feat[i, j, 6 * t:6 * t + len(dims)] = dims
+    return {"node_feat": encoded.node_feat, "node_opcode": encoded.node_opcode,
+            "edge_index": encoded.edge_index, "node_splits": encoded.node_splits[None, :],
+            "node_config_ids": program.hlo_nodes.copy(), "node_config_feat": feat,
+            "config_runtime": np.zeros(len(configs), dtype=np.int64)}
+
+
+def write_candidates(fn: Callable, inputs: Sequence, out: str | Path, *, count: int,
+                     seed: int = 0, name: str | None = None) -> int:
+    """Write ``count`` candidate configs of the program (config 0 the compiler's own) as an
+    unmeasured layout file ``out`` (.npz) for `xlarank suggest` and `rank-graph`; nothing is
+    timed. Returns the number written (fewer where the nodes allow fewer distinct ones)."""
+    from xlarank.data.npzwrite import write_npz
+    from xlarank.measure.trace import TracedProgram
+
+    if not MIN_CONFIGS <= count <= MAX_CONFIGS:
+        raise XlarankError(f"--candidates must lie in {MIN_CONFIGS}..{MAX_CONFIGS:,}, "
+                           f"not {count}")
+    out = check_output(out, "file")
+    program = TracedProgram(fn, inputs, name or getattr(fn, "__name__", "program"))
+    configs = draw_configs(program.nodes, count, seed)
+    with atomic_path(out) as tmp:
+        write_npz(tmp, candidate_arrays(program, configs))
+    return len(configs)
+
+
+def candidate_configs(program, candidates: str | Path, indices: Sequence[int]
+                      ) -> list[Config]:
+    """Configs ``indices`` of a candidates file `write_candidates` wrote for this program,
+    each tensor's fixed dims read back from its node_config_feat row. XlarankError when
+    the file is another program's or an index is not one of its configs."""
+    from xlarank.data.graph import LayoutGraph, load_graph
+
+    graph = load_graph(candidates)
+    ours = candidate_arrays(program, [])
+    if (not isinstance(graph, LayoutGraph)
+            or not np.array_equal(graph.node_opcode, ours["node_opcode"])
+            or not np.array_equal(graph.node_config_ids, ours["node_config_ids"])
+            or not np.array_equal(graph.edge_index, ours["edge_index"])):
+        raise XlarankError(f"{candidates}: holds another program's configs (its graph or "
+                           "configurable nodes differ from this program's)")
+    bad = [i for i in indices if not 0 <= i < graph.n_configs]
+    if bad:
+        raise XlarankError(f"config index {bad[0]} is not one of {candidates}'s "
+                           f"{graph.n_configs} configs")
+    configs = []
+    for i in indices:
+        rows = np.asarray(graph.node_config_feat[i])
+        configs.append(tuple(
+            tuple(tuple(int(d) for d in row[6 * t:6 * t + 6] if d >= 0)
+                  for t in range(len(node.shapes)))
+            for node, row in zip(program.nodes, rows)))
+    return configs
+
+
+def measure_candidates(fn: Callable, inputs: Sequence, candidates: str | Path,
+                       indices: Sequence[int], out: str | Path, *, name: str | None = None,
+                       source: str | None = None, settings: Settings | None = None,
+                       resume: bool = False,
+                       on_step: Callable[[str, int], None] | None = None
+                       ) -> tuple[Measurement, list[tuple[int, int | None]]]:
+    """Measure configs ``indices`` of a candidates file (its config 0, the compiler's own,
+    always with them: a record needs its default run) and write their record to ``out``.
+    Returns the measurement and (candidate index, runtime ns or None) per config."""
+    from xlarank.measure.trace import TracedProgram
+
+    program = TracedProgram(fn, inputs, name or getattr(fn, "__name__", "program"))
+    chosen = [0] + sorted({int(i) for i in indices} - {0})
+    configs = candidate_configs(program, candidates, chosen)
+    result = measure_program(fn, inputs, out, name=name, source=source, settings=settings,
+                             resume=resume, configs=configs, on_step=on_step,
+                             extra={"candidates": str(candidates), "candidate_indices": chosen})
+    return result, list(zip(chosen, result.runtimes_ns))
+
+
+__all__ = ["Measurement", "Settings", "candidate_arrays", "load_program",
+           "measure_candidates", "measure_program", "noise_ceiling", "remeasure",
+           "write_candidates"]

@@ -78,8 +78,8 @@ def read_programs(path: str | Path) -> list[CorpusProgram]:
 
 def _figures(manifest: dict, program: CorpusProgram, record: Path) -> dict:
     noise = manifest["noise"]
-    default = manifest["per_round_ns"]
-    runtimes = [ns for ns in (_median(col) for col in zip(*default)) if ns is not None]
+    runtimes = [ns for ns in (_median(col) for col in zip(*manifest["per_round_ns"]))
+                if ns is not None]
     return {"name": program.name, "family": program.family, "record": str(record),
             "about": program.about, "configs": manifest["measured"],
             "failed": len(manifest["errors"]), "rounds": len(manifest["per_round_ns"]),
@@ -130,20 +130,25 @@ def build_corpus(programs: list[CorpusProgram], out_dir: str | Path, *,
                  settings: Settings | None = None, min_repeat_tau: float = MIN_REPEAT_TAU,
                  retry_rounds: int = RETRY_ROUNDS,
                  on_program: Callable[[CorpusProgram], None] | None = None,
-                 on_step: Callable[[str, int], None] | None = None) -> dict:
+                 on_step: Callable[[str, int], None] | None = None,
+                 measure: bool = True) -> dict:
     """Measure every program without a record under ``out_dir`` and write the manifest;
-    returns it."""
+    returns it. With ``measure`` False nothing is measured: the manifest lists the records
+    there, and the programs without one under ``not_measured``."""
     settings = settings or Settings()
     out_dir = Path(out_dir)
     records, left = out_dir / "records", out_dir / "left_out"
     started = time.perf_counter()
-    kept, left_out = [], []
+    kept, left_out, not_measured = [], [], []
     for program in _families_in_turn(programs):
         record = records / f"{program.name}.pb"
         parked = left / f"{program.name}.pb"
         manifest = _stored(record)
         if manifest is None and _stored(parked) is not None:
             left_out.append(_figures(_stored(parked), program, parked.relative_to(out_dir)))
+            continue
+        if manifest is None and not measure:
+            not_measured.append(program.name)
             continue
         if manifest is None:
             manifest = _measure(program, record, replace(
@@ -167,6 +172,7 @@ def build_corpus(programs: list[CorpusProgram], out_dir: str | Path, *,
                 "min_repeat_tau": min_repeat_tau,
                 "families": sorted({p["family"] for p in kept}),
                 "programs": kept, "left_out": left_out,
+                "not_measured": sorted(not_measured, key=listed.index),
                 "wall_s_this_run": round(time.perf_counter() - started, 1)}
     write_text_atomic(out_dir / MANIFEST, json.dumps(manifest, indent=1) + "\n")
     return manifest

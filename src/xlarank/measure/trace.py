@@ -130,10 +130,11 @@ def _constrained(value, layout: tuple[int, ...] | None):
 class TracedProgram:
     """A JAX function on fixed example inputs, ready to be compiled with any layout config.
 
-    ``nodes`` lists the configurable nodes (`ConfigurableNode`); ``hlo_module`` is the
-    serialized HloModuleProto of the program as it lowers before any XLA pass, unchanged
-    by any config; ``hlo_nodes`` int64 (len(nodes),) is each node's position among that
-    module's instructions, as `xlarank import` numbers them (-1: not found).
+    ``nodes`` lists the configurable nodes (`ConfigurableNode`): those whose HLO
+    instruction is found; ``hlo_module`` is the serialized HloModuleProto of the program as
+    it lowers before any XLA pass, unchanged by any config; ``hlo_nodes`` int64
+    (len(nodes),) is each node's position among that module's instructions, as
+    `xlarank import` numbers them.
     """
 
     def __init__(self, fn: Callable, inputs: Sequence, name: str):
@@ -157,13 +158,21 @@ class TracedProgram:
                                "outside control flow")
         lowered = jax.jit(self.function(None)).lower(*self.inputs)
         self.hlo_module = lowered.compiler_ir("hlo").as_serialized_hlo_module_proto()
-        self.hlo_nodes, operand_shapes = self._hlo_positions()
-        # A tensor is configured only where the HLO node reads the jaxpr's value itself
-        # (no convert or transpose put between them by the lowering).
-        self.nodes = [ConfigurableNode(n.index, n.primitive, tuple(
-            shape if shape is not None and pos >= 0 and seen[t] == shape else None
-            for t, shape in enumerate(n.shapes)))
-            for n, pos, seen in zip(self.nodes, self.hlo_nodes, operand_shapes)]
+        positions, operand_shapes = self._hlo_positions()
+        # A node is configured where its HLO instruction was found; a tensor only where
+        # that instruction reads the jaxpr's value itself (no convert or transpose put
+        # between them by the lowering).
+        kept = []
+        for node, pos, seen in zip(self.nodes, positions, operand_shapes):
+            shapes = tuple(shape if shape is not None and pos >= 0 and seen[t] == shape
+                           else None for t, shape in enumerate(node.shapes))
+            if pos >= 0 and any(s is not None for s in shapes):
+                kept.append((ConfigurableNode(node.index, node.primitive, shapes), pos))
+        if not kept:
+            raise XlarankError(f"{name}: none of its convolutions, products or reshapes "
+                               "could be found in the HLO it lowers to")
+        self.nodes = [node for node, _ in kept]
+        self.hlo_nodes = np.array([pos for _, pos in kept], dtype=np.int64)
 
     def _collect(self, jaxpr, found: list) -> None:
         for eqn in jaxpr.eqns:
@@ -174,14 +183,16 @@ class TracedProgram:
                 found.append(eqn)
 
     def function(self, layouts: Sequence[NodeLayouts | None] | None) -> Callable:
-        """The program with ``layouts[k]`` (or none: the compiler's choice) on node k."""
+        """The program with ``layouts[j]`` (or none: the compiler's choice) on
+        ``nodes[j]``."""
         import jax
 
         closed = self.closed
         tree = self._outputs_tree
+        by_index = {node.index: chosen for node, chosen in zip(self.nodes, layouts or ())}
 
         def on_node(k, eqn, invals):
-            chosen = layouts[k] if layouts is not None else None
+            chosen = by_index.get(k)
             if chosen is not None:
                 for t in (1, 2):
                     if t < len(chosen) and chosen[t] is not None:

@@ -57,6 +57,16 @@ def read_measured(path) -> pd.DataFrame:
     return check_measured(table[list(MEASURED_COLUMNS)], str(path))
 
 
+def read_config_indices(path) -> list[int]:
+    """The config_index column of a CSV (xlarank suggest's output, or a measured CSV):
+    the configs to measure next, checked as whole numbers >= 0."""
+    table = _read_table(path)
+    if "config_index" not in table.columns:
+        raise MeasuredError(f"{path}: needs a config_index column")
+    rows = check_measured(table.assign(runtime=1.0)[list(MEASURED_COLUMNS)], str(path))
+    return rows["config_index"].tolist()
+
+
 def read_measured_rows(path) -> pd.DataFrame:
     """`read_measured`, refusing a file of no rows (a header alone): ranking needs runtimes,
     and the fault is the CSV's, not the graph's."""

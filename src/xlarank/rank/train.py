@@ -75,14 +75,19 @@ def check_trainable(meta: FrameMeta, spec: RankerSpec, runtime: np.ndarray | Non
             warnings.warn(f"{flat} of {len(distinct)} training graphs have one distinct "
                           "config or all-equal runtimes; they teach the ranker nothing",
                           XlarankWarning, stacklevel=2)
-        teaching = len(distinct) - flat
-        if teaching < MIN_TRAINING_GRAPHS:
-            warnings.warn(f"{where}: a cross-graph ranker fit on {teaching} graph(s), fewer "
-                          f"than {MIN_TRAINING_GRAPHS}: it sees too few programs to rank "
-                          "others well and may tie many configs; to rank one graph's "
-                          "configs from some of them measured, use xlarank rank-graph",
-                          XlarankWarning, stacklevel=2)
     return collection
+
+
+def warn_few_graphs(runtime: np.ndarray, graph_ids: np.ndarray, where: str) -> None:
+    """An `XlarankWarning` when fewer than MIN_TRAINING_GRAPHS graphs of the frame (rows'
+    runtime and graph id, (n_rows,) each) have two configs of different runtimes: `xlarank
+    train` fits a cross-graph ranker, one meant for graphs it has not seen."""
+    teaching = int((pd.Series(runtime).groupby(graph_ids, sort=False).nunique() >= 2).sum())
+    if teaching < MIN_TRAINING_GRAPHS:
+        warnings.warn(f"{where}: a cross-graph ranker fit on {teaching} graph(s), fewer than "
+                      f"{MIN_TRAINING_GRAPHS}: it sees too few programs to rank others well "
+                      "and may tie many configs; to rank one graph's configs from some of "
+                      "them measured, use xlarank rank-graph", XlarankWarning, stacklevel=2)
 
 
 def sample_configs(frame: pd.DataFrame, sizes: np.ndarray, limit: int,

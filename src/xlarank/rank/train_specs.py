@@ -19,13 +19,13 @@ from xlarank.data.collections import get_collection
 from xlarank.distributed import engine_client
 from xlarank.errors import XlarankError
 from xlarank.evaluate import mean_metrics
-from xlarank.frame import read_frame, read_meta
+from xlarank.frame import read_frame, read_keys, read_meta
 from xlarank.rank.dask import train_ranker_dask
 from xlarank.rank.ensemble import load_training_plan, train_ensemble
 from xlarank.rank.model import Model
 from xlarank.rank.ranker import CARD_FILE, Ranker
 from xlarank.rank.spec import RankerSpec, check_seed
-from xlarank.rank.train import check_trainable, train_ranker_from_file
+from xlarank.rank.train import check_trainable, train_ranker_from_file, warn_few_graphs
 from xlarank.specs import default_booster_spec, spec_path
 
 
@@ -113,6 +113,9 @@ def train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
             def train_one(spec: RankerSpec) -> Ranker:
                 return train_ranker_dask(client, frame_path, spec, threads or 1)
         model = train_one(specs[0]) if single else train_ensemble(specs, seed_list, train_one)
+    # Said once the model is trained, so a frame that cannot train says only its error.
+    keys = read_keys(frame_path)
+    warn_few_graphs(keys["runtime"].to_numpy(), keys["graph_id"].to_numpy(), str(frame_path))
     if valid_path is not None:
         valid, valid_meta = read_frame(valid_path)
         model.check_frame(valid_meta, str(valid_path))

@@ -1,0 +1,273 @@
+"""The measured corpus as real data: every quality figure on programs measured here.
+
+The corpus (`make corpus`, corpus/manifest.json) holds real JAX programs whose layout
+configs were compiled by XLA and timed on this machine. Its records are imported as
+`xlarank import` does (collection layout:xla:random: the configs are random draws, not an
+autotuner's search), then:
+
+- ingraph: per program, a share (0.5, 0.2, 0.1) of its distinct configs measured, the rest
+  ranked (bench/ingraph.py's `one_file`): rank-graph, the default train pipeline on the
+  measured configs and the raw-config-columns peer, with random; Kendall tau on the held
+  configs, over --seeds splits;
+- cross: leave one family out: trained on the other families' programs, scored on the
+  held family's: xlarank's default pipeline (one fit, all train files), the
+  config-aggregates peer, random, and the published systems by the cross-graph rule
+  (bench/systems.py's `cross_split` and `cross_fit`: inner validation on 20% of the train
+  files, early stopping, the kept epoch's scores);
+- tpu: xlarank's default pipeline trained on the whole corpus, scored on the labelled real
+  TpuGraphs layout graph (unet3d): CPU-measured programs against a TPU's runtimes.
+
+xlarank's settings (features/, models/, the in-graph ranker) are those of db209c0, frozen
+before the corpus was first scored; nothing was chosen on it. The figures are a first look.
+
+    python bench/corpus.py --corpus corpus --parts ingraph,cross,tpu --seeds 3 \\
+        --out bench/results/corpus.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ingraph import PEER, PIPELINE, RANDOM, RANK_GRAPH, one_file
+from provenance import write_record
+from systems import CROSS_EPOCHS, EPOCH_SETTING, cross_fit, cross_split, headline_of
+
+ROOT = Path(__file__).resolve().parents[1]
+COLLECTION = "layout:xla:random"
+FRACTIONS = (0.5, 0.2, 0.1)
+FREEZE = "db209c0"
+STEPPED = ("tpugraphs-gnn", "gru", "hybrid", "competition-gnn")
+CONFIG_AGGREGATES = "peer: config aggregates"
+UNET3D = "npz/layout/xla/default/train/unet3d.npz"
+
+
+def import_corpus(corpus: Path, work: Path, collection: str = COLLECTION) -> dict:
+    """{program: (npz path, family)} of the corpus's kept programs, imported into ``work``."""
+    from xlarank.data.xla import import_records
+
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    records = [corpus / p["record"] for p in manifest["programs"]]
+    graphs = import_records(records, work, collection=collection)
+    family = {p["name"]: p["family"] for p in manifest["programs"]}
+    return {g.name: (work / g.relative_path, family[g.name]) for g in graphs}
+
+
+def summary(values: list[float]) -> dict:
+    """mean, sd (over everything given), worst and count of per-program-and-seed taus."""
+    array = np.asarray(values, np.float64)
+    return {"mean": round(float(array.mean()), 4),
+            "sd": round(float(array.std(ddof=1)) if len(array) > 1 else 0.0, 4),
+            "worst": round(float(array.min()), 4), "n": len(array)}
+
+
+def run_ingraph(files: dict, seeds: list[int]) -> dict:
+    from xlarank.threads import use_threads
+
+    use_threads(1)
+    per_program = {}
+    for name, (path, family) in sorted(files.items()):
+        started = time.perf_counter()
+        record = one_file(path, seeds, None, FRACTIONS, embeddings=False)
+        per_program[name] = {"family": family, "distinct_configs": record["distinct_configs"],
+                             "runtime_spread": record.get("runtime_spread"),
+                             "seconds": round(time.perf_counter() - started, 1),
+                             "results": {
+                                 share: {s: {"mean": round(v["mean"], 4),
+                                             "per_seed": v["per_seed"]}
+                                         for s, v in table.items()
+                                         if s in (RANK_GRAPH, PIPELINE, PEER, RANDOM)}
+                                 for share, table in record.get("results", {}).items()}}
+        print(f"ingraph {name}: " + ", ".join(
+            f"{share}: rank-graph {t[RANK_GRAPH]['mean']:.3f} pipeline "
+            f"{t[PIPELINE]['mean']:.3f} peer {t[PEER]['mean']:.3f}"
+            for share, t in per_program[name]["results"].items()), flush=True)
+    overall = {}
+    for share in map(str, FRACTIONS):
+        overall[share] = {}
+        for system in (RANK_GRAPH, PIPELINE, PEER, RANDOM):
+            taus = [t for p in per_program.values() if share in p["results"]
+                    for t in p["results"][share][system]["per_seed"]]
+            means = [p["results"][share][system]["mean"] for p in per_program.values()
+                     if share in p["results"]]
+            wins = sum(p["results"][share][PEER]["mean"] > p["results"][share][PIPELINE]["mean"]
+                       for p in per_program.values() if share in p["results"])
+            overall[share][system] = {**summary(taus), "program_means": summary(means)}
+        overall[share]["peer_beats_pipeline_programs"] = wins
+    return {"per_program": per_program, "overall": overall}
+
+
+def _fold_scores(system_name: str, train: list[Path], held: list, collection, seed: int,
+                 threads: int) -> tuple[list[float], dict]:
+    from xlarank.systems import get_system
+
+    if system_name == "random":
+        rng = np.random.default_rng(seed)
+        return [headline_of(g, rng.random(g.n_configs), g.config_runtime) for g in held], {}
+    if system_name in ("xlarank", CONFIG_AGGREGATES):
+        settings = {"booster_spec": "baseline"} if system_name == CONFIG_AGGREGATES else {}
+        system = get_system("xlarank")(seed=seed, threads=threads, **settings)
+        started = time.process_time()
+        system.fit(train, collection)
+        return ([headline_of(g, system.score(g), g.config_runtime) for g in held],
+                {"train_cpu_s": round(time.process_time() - started, 2)})
+    from xlarank.data.graph import load_graph
+
+    fit_files, inner_files = cross_split(train, seed)
+    budget = CROSS_EPOCHS["layout"]
+    system = get_system(system_name)(seed=seed, threads=threads,
+                                     **{EPOCH_SETTING[system_name]: budget})
+    got = cross_fit(system, fit_files, collection,
+                    [load_graph(f, collection) for f in inner_files], held, budget)
+    return ([headline_of(g, s, g.config_runtime) for g, s in zip(held, got["scores"])],
+            {k: got[k] for k in ("kept_epoch", "stopped_epoch", "train_cpu_s",
+                                 "best_held_in_budget", "last_held")})
+
+
+def run_cross(files: dict, systems: list[str], seeds: list[int], threads: int) -> dict:
+    from xlarank.data.collections import get_collection
+    from xlarank.data.graph import load_graph
+    from xlarank.threads import use_threads
+
+    use_threads(threads)
+    collection = get_collection(COLLECTION)
+    families = sorted({family for _, family in files.values()})
+    per_program: dict = {}
+    folds: list = []
+    for seed in seeds:
+        for family in families:
+            held_names = sorted(n for n, (_, f) in files.items() if f == family)
+            train = sorted(p for p, f in files.values() if f != family)
+            held = [load_graph(files[n][0], collection) for n in held_names]
+            for system in systems:
+                started = time.perf_counter()
+                taus, extra = _fold_scores(system, train, held, collection, seed, threads)
+                folds.append({"family": family, "system": system, "seed": seed,
+                              "train_files": len(train), "mean": round(float(np.mean(taus)), 4),
+                              "wall_s": round(time.perf_counter() - started, 1), **extra})
+                for name, tau in zip(held_names, taus):
+                    per_program.setdefault(name, {"family": family}).setdefault(
+                        system, []).append(round(float(tau), 4))
+                print(f"cross seed {seed} {family:12} {system:16} {np.mean(taus):.3f} "
+                      f"({folds[-1]['wall_s']} s)", flush=True)
+    overall = {system: {**summary([t for p in per_program.values() for t in p[system]]),
+                        "program_means": summary([float(np.mean(p[system]))
+                                                  for p in per_program.values()])}
+               for system in systems}
+    return {"per_program": per_program, "folds": folds, "overall": overall}
+
+
+def run_tpu(corpus: Path, samples: Path, threads: int) -> dict:
+    """The corpus-trained default pipeline on the real labelled TpuGraphs layout graph."""
+    from xlarank.data.collections import get_collection
+    from xlarank.data.graph import load_graph
+    from xlarank.systems import get_system
+
+    out = {}
+    with tempfile.TemporaryDirectory() as work:
+        files = import_corpus(corpus, Path(work) / "c", collection="layout:xla:default")
+        collection = get_collection("layout:xla:default")
+        graph = load_graph(samples / UNET3D, collection)
+        for seed in (0, 1, 2):
+            system = get_system("xlarank")(seed=seed, threads=threads)
+            system.fit(sorted(p for p, _ in files.values()), collection)
+            out.setdefault("unet3d", []).append(
+                round(headline_of(graph, system.score(graph), graph.config_runtime), 4))
+            rng = np.random.default_rng(seed)
+            out.setdefault("random", []).append(round(headline_of(
+                graph, rng.random(graph.n_configs), graph.config_runtime), 4))
+    return {"graph": UNET3D, "trained_on": len(files), "seeds": [0, 1, 2], **out}
+
+
+def draw_noise(record: dict, out: Path) -> str:
+    """<out stem>-noise.png beside the record: per program, its runtime spread (slowest over
+    fastest config) and its noise ceiling (repeat tau), coloured by family; the programs
+    left out for noise in grey."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [(name, p["family"], p["spread"], p["repeat_tau"], True)
+            for name, p in record["noise"].items()]
+    rows += [(p["name"], p["family"], p["spread"], p["repeat_tau"] or 0.0, False)
+             for p in record["left_out"]]
+    families = sorted({r[1] for r in rows})
+    colours = {f: plt.get_cmap("tab10")(i % 10) for i, f in enumerate(families)}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 0.22 * len(rows) + 1.6),
+                                      sharey=True)
+    y = np.arange(len(rows))[::-1]
+    for axis, k, label in ((left, 2, "runtime spread (slowest / fastest config)"),
+                           (right, 3, "repeat tau (noise ceiling)")):
+        axis.barh(y, [r[k] - (1 if k == 2 else 0) for r in rows],
+                  left=1 if k == 2 else 0,
+                  color=[colours[r[1]] if r[4] else "0.75" for r in rows])
+        axis.set_xlabel(label)
+        axis.grid(axis="x", alpha=0.3)
+    right.axvline(0.4, color="k", lw=0.8, ls="--")
+    left.set_yticks(y, [r[0] for r in rows], fontsize=7)
+    left.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colours[f]) for f in families],
+                labels=families, fontsize=7, loc="lower right")
+    fig.suptitle("The measured corpus: how much layouts move each program, and how far two "
+                 "measurements agree", fontsize=9)
+    fig.tight_layout()
+    path = out.with_name(f"{out.stem}-noise.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=ROOT / "corpus")
+    parser.add_argument("--samples", type=Path, default=ROOT.parent / "shared" / "tpugraphs")
+    parser.add_argument("--parts", default="ingraph,cross,tpu")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--systems", default="xlarank,config-aggregates,random,"
+                        + ",".join(STEPPED))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/corpus.json"))
+    args = parser.parse_args()
+    parts = args.parts.split(",")
+    seeds = list(range(args.seeds))
+    systems = [CONFIG_AGGREGATES if s == "config-aggregates" else s
+               for s in args.systems.split(",")]
+    manifest = json.loads((args.corpus / "manifest.json").read_text())
+    record: dict = {"freeze": FREEZE, "collection": COLLECTION, "seeds": seeds,
+                    "fractions": list(FRACTIONS), "programs": len(manifest["programs"]),
+                    "families": manifest["families"],
+                    "noise": {p["name"]: {k: p[k] for k in ("family", "repeat_tau", "spread",
+                                                             "within_noise", "runtime_ms")}
+                              for p in manifest["programs"]},
+                    "left_out": manifest["left_out"],
+                    "not_measured": manifest.get("not_measured", [])}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    record["noise_plot"] = draw_noise(record, args.out)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as work:
+        files = import_corpus(args.corpus, Path(work))
+        # The two parts side by side, one process and one thread each: no figure here is a
+        # time that the other part could stretch, but train_cpu_s, which it cannot.
+        with concurrent.futures.ProcessPoolExecutor(max_workers=2) as pool:
+            ingraph = pool.submit(run_ingraph, files, seeds) if "ingraph" in parts else None
+            cross = (pool.submit(run_cross, files, systems, seeds[:1], args.threads)
+                     if "cross" in parts else None)
+            if ingraph is not None:
+                record["ingraph"] = ingraph.result()
+            if cross is not None:
+                record["cross"] = cross.result()
+    if "tpu" in parts:
+        record["tpu"] = run_tpu(args.corpus, args.samples, args.threads)
+    record["seconds"] = round(time.perf_counter() - started, 1)
+    write_record(args.out, record)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
