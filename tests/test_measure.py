@@ -64,6 +64,26 @@ def looped_inputs():
     return (np.ones((8, 16), np.float32), np.eye(16, dtype=np.float32))
 
 
+def with_params(params, x):
+    return jnp.tanh(x @ params["w"]).reshape(4, 2, 16) + params["b"]
+
+
+def with_params_inputs():
+    return ({"w": np.eye(16, dtype=np.float32), "b": np.float32(1.0)},
+            np.ones((8, 16), np.float32))
+
+
+def fails_at_run(x):
+    def lost(value):
+        raise RuntimeError("device lost")
+    y = jax.pure_callback(lost, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+    return (y @ x).reshape(2, 8)
+
+
+def fails_at_run_inputs():
+    return (np.ones((4, 4), np.float32),)
+
+
 def elementwise(x):
     return jnp.sin(x) + 1
 
@@ -238,6 +258,43 @@ def test_nodes_inside_control_flow_are_left_to_the_compiler(program_file):
 SMALL = dict(configs=8, rounds=2, repeats=1, warmup=1)
 
 
+@pytest.mark.gnn
+def test_a_config_realizes_each_tensor_layout_it_names(traced):
+    """Through `node_layouts`: the convolution's output, input and kernel each get the
+    layout of its own config entry (minor-to-major, the open dims row-major after)."""
+    import jax
+
+    from xlarank.measure.configs import node_layouts
+
+    config = (((1, 3), (1, 2), (3, 0)), ((), ()), ((), (), ()))
+    layouts = node_layouts(config, traced.nodes)
+    assert layouts[0] == ((1, 3, 2, 0), (1, 2, 3, 0), (3, 0, 2, 1))
+    text = jax.jit(traced.function(layouts)).lower(*traced.inputs).compile().as_text()
+    for shape, layout in (("f32[2,8,8,8]", "1,3,2,0"), ("f32[2,8,8,4]", "1,2,3,0"),
+                          ("f32[3,3,4,8]", "3,0,2,1")):
+        assert f"{shape}{{{layout}}}" in text, (shape, layout)
+
+
+@pytest.mark.slow
+@pytest.mark.gnn
+def test_a_program_taking_a_dict_of_weights_is_measured(tmp_path, program_file):
+    from xlarank.measure import Settings, load_program, measure_program
+
+    fn, args, name = load_program(f"{program_file}:with_params")
+    result = measure_program(fn, args, tmp_path / "p.pb", settings=Settings(**SMALL))
+    assert all(r is not None for r in result.runtimes_ns)
+
+
+@pytest.mark.gnn
+def test_a_program_that_fails_to_run_leaves_no_log(tmp_path, program_file):
+    from xlarank.measure import Settings, load_program, measure_program
+
+    fn, args, name = load_program(f"{program_file}:fails_at_run")
+    with pytest.raises(XlarankError, match="fails_at_run: does not"):
+        measure_program(fn, args, tmp_path / "f.pb", name=name, settings=Settings(**SMALL))
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.slow
 @pytest.mark.gnn
 def test_measure_writes_a_record_that_imports_and_a_manifest(tmp_path, program_file):
@@ -286,6 +343,9 @@ def test_a_killed_measurement_resumes_from_its_log(tmp_path, program_file):
     with pytest.raises(XlarankError, match="another program, configs or settings"):
         measure_program(fn, args, out, settings=Settings(**{**SMALL, "seed": 9}),
                         resume=True)
+    # A kill mid-write leaves a cut last line: it is skipped, and the next one stays whole.
+    partial = tmp_path / "block.pb.partial.jsonl"
+    partial.write_text(partial.read_text() + '{"round": 1, "conf')
     result = measure_program(fn, args, out, settings=Settings(**SMALL), resume=True)
     first_five = [json.loads(line) for line in log[1:]]
     for entry in first_five:
@@ -307,7 +367,7 @@ def test_remeasure_checks_the_program_and_reports_agreement(tmp_path, program_fi
     assert chosen[0] == 0 and len(chosen) == 5
     assert again.configs == [first.configs[i] for i in chosen]
     tau = json.loads(sidecar_path(tmp_path / "b.pb").read_text())["remeasure"]
-    assert tau["tau_with_stored"] is None or -1 <= tau["tau_with_stored"] <= 1
+    assert -1 <= tau["tau_with_stored"] <= 1 and tau["record"] == str(tmp_path / "a.pb")
     other, other_args, _ = load_program(f"{program_file}:looped")
     with pytest.raises(XlarankError, match="measures another program"):
         remeasure(other, other_args, tmp_path / "a.pb", tmp_path / "c.pb", count=3)

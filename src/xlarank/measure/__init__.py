@@ -48,6 +48,7 @@ from xlarank.measure.record import (
     read_record_configs,
     sidecar_path,
 )
+from xlarank.measure.trace import first_line
 
 GENERATOR = "xlarank measure"
 # An output may differ from the unconstrained program's by this share of its largest
@@ -152,7 +153,7 @@ def load_program(spec: str, inputs: str | None = None) -> tuple[Callable, tuple,
         loader.loader.exec_module(module)
     except Exception as exc:  # the user's file may raise anything as it loads
         raise XlarankError(f"{path}: does not load ({type(exc).__name__}: "
-                           f"{_one_line(exc)})") from None
+                           f"{first_line(exc)})") from None
     inputs_name = inputs or f"{name}_inputs"
     fn = getattr(module, name, None)
     make_inputs = getattr(module, inputs_name, None)
@@ -164,16 +165,11 @@ def load_program(spec: str, inputs: str | None = None) -> tuple[Callable, tuple,
         args = make_inputs()
     except Exception as exc:
         raise XlarankError(f"{path}: {inputs_name}() raised {type(exc).__name__}: "
-                           f"{_one_line(exc)}") from None
+                           f"{first_line(exc)}") from None
     if not isinstance(args, tuple | list):
         raise XlarankError(f"{path}: {inputs_name}() must return a tuple of {name}'s "
                            f"arguments, not {type(args).__name__}")
     return fn, tuple(args), name
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else "no message"
 
 
 def noise_ceiling(per_round_ns: np.ndarray) -> dict:
@@ -280,6 +276,8 @@ class _PartialLog:
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(json.dumps(header) + "\n")
         self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        if path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+            self._handle.write("\n")  # a killed run's cut last line stays a line of its own
 
     def _read(self, header: dict) -> None:
         with open(self.path, encoding="utf-8") as handle:
@@ -336,7 +334,11 @@ def measure_program(fn: Callable, inputs: Sequence, out: str | Path, *,
     if configs is None:
         configs = draw_configs(program.nodes, settings.configs, settings.seed)
     _check_configs(configs, program)
+    # A resumed run must time under what the logged timings were taken under.
+    conditions = {"xla_flags": os.environ.get("XLA_FLAGS", ""), "jax": jax.__version__,
+                  "backend": jax.default_backend(), "timing_cpu": settings.timing_cpu}
     header = {"generator": GENERATOR, "program": name, "fingerprint": fingerprint,
+              "conditions": conditions,
               "configs": [config_key(c) for c in configs],
               "settings": {k: getattr(settings, k) for k in
                            ("seed", "warmup", "rounds", "repeats", "tolerance",
@@ -345,11 +347,19 @@ def measure_program(fn: Callable, inputs: Sequence, out: str | Path, *,
               "compile_workers": settings.compile_workers}
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     load_before = _load()
+
+    def on_device(a):
+        return jax.device_put(np.asarray(a))
+
+    try:
+        args = jax.tree_util.tree_map(on_device, list(program.inputs))
+        reference = _outputs(jax.jit(program.function(None))(*args))
+    except Exception as exc:  # the program itself fails to run: nothing is logged
+        raise XlarankError(f"{name}: does not run unconstrained ({type(exc).__name__}: "
+                           f"{first_line(exc)})") from None
     out.parent.mkdir(parents=True, exist_ok=True)
     log = _PartialLog(partial_path(out), header, resume)
     try:
-        args = [jax.device_put(np.asarray(a)) for a in program.inputs]
-        reference = _outputs(jax.jit(program.function(None))(*args))
         errors = dict(log.errors)
         lock = threading.Lock()
 
@@ -362,8 +372,14 @@ def measure_program(fn: Callable, inputs: Sequence, out: str | Path, *,
             return exe
 
         workers = settings.compile_workers or len(_cpus() or [0]) or 1
-        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
+        try:
             executables = list(pool.map(compile_one, range(len(configs))))
+        except BaseException:
+            # A kill (Ctrl-C) stops at once: the configs not yet compiled are dropped.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
         most = max(settings.rounds, settings.max_rounds or 0)
         per_round = np.full((most, len(configs)), np.nan)
         for (r, i), ns in log.timings.items():
@@ -460,7 +476,7 @@ def _compiled(program, config: Config, args, reference, settings: Settings,
             jax.block_until_ready(out)
         reason = _mismatch(_outputs(out), reference, settings.tolerance)
     except Exception as exc:  # XLA refuses some layouts; that config failed, not the run
-        reason = f"{type(exc).__name__}: {_one_line(exc)}"
+        reason = f"{type(exc).__name__}: {first_line(exc)}"
     if reason is None:
         return exe
     with lock:

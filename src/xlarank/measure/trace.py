@@ -146,7 +146,7 @@ class TracedProgram:
             self.closed = jax.make_jaxpr(fn)(*self.inputs)
         except Exception as exc:  # a user's function may raise anything while tracing
             raise XlarankError(f"{name}: does not trace with the given inputs "
-                               f"({type(exc).__name__}: {_first_line(exc)})") from None
+                               f"({type(exc).__name__}: {first_line(exc)})") from None
         found: list = []
         self._outputs_tree = jax.tree_util.tree_structure(jax.eval_shape(fn, *self.inputs))
         self._collect(self.closed.jaxpr, found)
@@ -156,8 +156,12 @@ class TracedProgram:
             raise XlarankError(f"{name}: no configurable node: the program has no "
                                "convolution, matrix product or reshape of rank 2 to 6 "
                                "outside control flow")
-        lowered = jax.jit(self.function(None)).lower(*self.inputs)
-        self.hlo_module = lowered.compiler_ir("hlo").as_serialized_hlo_module_proto()
+        try:
+            lowered = jax.jit(self.function(None)).lower(*self.inputs)
+            self.hlo_module = lowered.compiler_ir("hlo").as_serialized_hlo_module_proto()
+        except Exception as exc:  # what XLA refuses to lower is the program's fault
+            raise XlarankError(f"{name}: does not lower to HLO ({type(exc).__name__}: "
+                               f"{first_line(exc)})") from None
         positions, operand_shapes = self._hlo_positions()
         # A node is configured where its HLO instruction was found; a tensor only where
         # that instruction reads the jaxpr's value itself (no convert or transpose put
@@ -204,7 +208,9 @@ class TracedProgram:
             return out
 
         def run(*args):
-            outs = _evaluate(closed.jaxpr, closed.consts, args, on_node, [0])
+            # The jaxpr's inputs are the arguments' leaves (a dict of weights is fine).
+            outs = _evaluate(closed.jaxpr, closed.consts, jax.tree_util.tree_leaves(args),
+                             on_node, [0])
             return jax.tree_util.tree_unflatten(tree, outs)
 
         run.__name__ = self.name
@@ -241,6 +247,8 @@ def _node_shape(encoded, position: int) -> tuple[int, ...] | None:
     return tuple(int(d) for d in encoded.node_feat[position, 21:21 + rank])
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An exception's first line, cut to 300 characters: a user's or XLA's message in one
+    `error:` line."""
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else "no message"

@@ -159,8 +159,8 @@ def read_records(path: str | Path, *, kind: str = "auto", collection: str | None
 
     ``collection`` and ``split`` are what the record cannot tell: a layout record's source
     and search (layout:xla:default unless given), and the split (train for measured
-    records, test for a dump, whose runtimes are 0). ``name`` names a layout file (the
-    module's name otherwise); a tile file is named ``<kernel>_<fingerprint>`` as the
+    records, test for a dump, whose runtimes are 0). ``name`` names a layout file
+    (`graph_name` otherwise); a tile file is named ``<kernel>_<fingerprint>`` as the
     dataset's are. ``candidates`` and ``seed`` shape a dump's candidate configs.
     """
     path = Path(path)
@@ -212,14 +212,14 @@ def _layout_collection(collection: str | None, path: Path) -> Collection:
 
 # Entry-computation names XLA gives a module that was not named ("main", "main__.10904",
 # "jit_main"): they say nothing of the program.
-_GENERIC_MODULE = re.compile(r"^(jit_)?_*main(_*\.?\d*)*$")
+_GENERIC_MODULE = re.compile(r"(?:jit_)?_*main[._\d]*")
 
 
 def graph_name(module_name: str, path: Path) -> str:
     """The file name of a layout import: the module's name without JAX's ``jit_`` prefix
     (a measured ``cnn_plain`` lowers as ``jit_cnn_plain``), or the record's own file name
     when the module's name is one XLA gives every module."""
-    if not module_name or _GENERIC_MODULE.match(module_name):
+    if not module_name or _GENERIC_MODULE.fullmatch(module_name):
         return _safe_name(path.stem)
     return _safe_name(module_name.removeprefix("jit_") or module_name)
 
