@@ -204,6 +204,8 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 	    --out bench/results/autotune_noisy.json
 	$(BIN)/python bench/corpus.py --corpus corpus --parts ingraph,cross,tpu --seeds 3 \
 	    --out bench/results/corpus.json
+	$(BIN)/python bench/corpus.py --corpus corpus --parts autotune --seeds 3 \
+	    --out bench/results/corpus_autotune.json
 	@echo "bench figures: bench/results/*.json. The page to update is docs/benchmarks.md:" \
 	    "'make bench-publish' copies them to bench/published/ and rewrites it."
 

@@ -15,7 +15,11 @@ autotuner's search), then:
   (bench/systems.py's `cross_split` and `cross_fit`: inner validation on 20% of the train
   files, early stopping, the kept epoch's scores);
 - tpu: xlarank's default pipeline trained on the whole corpus, scored on the labelled real
-  TpuGraphs layout graph (unet3d): CPU-measured programs against a TPU's runtimes.
+  TpuGraphs layout graph (unet3d): CPU-measured programs against a TPU's runtimes;
+- autotune: the tuner (`xlarank suggest`'s) and random search driving live measurements
+  (`measure_program`) of one program per family for six families, the tuner's prior
+  trained on the other families; measurements until a config within the record's noise
+  of its best (`run_autotune`).
 
 xlarank's settings (features/, models/, the in-graph ranker) are those of db209c0, frozen
 before the corpus was first scored; nothing was chosen on it. The figures are a first look.
@@ -223,6 +227,88 @@ def draw_noise(record: dict, out: Path) -> str:
     return str(path)
 
 
+AUTOTUNE_FAMILIES = ("attention", "cnn", "gcn", "mlp", "rnn", "transformer")
+
+
+def _live(program, configs: list, indices, work: Path) -> dict[int, float]:
+    """Runtimes (ns) of configs ``indices`` of a record, measured now by `measure_program`
+    (with config 0, the compiler's own, as every record needs its default run)."""
+    from xlarank.measure import Settings, measure_program
+
+    fn, args, name = program
+    chosen = [0] + [int(i) for i in indices if int(i) != 0]
+    result = measure_program(fn, args, work / f"{name}.pb", name=name,
+                             configs=[configs[i] for i in chosen],
+                             settings=Settings(configs=len(chosen), rounds=2, repeats=2,
+                                               warmup=1, timing_cpu=None))
+    return {i: r for i, r in zip(chosen, result.runtimes_ns) if r is not None}
+
+
+def run_autotune(files: dict, corpus: Path, seeds: list[int], batch: int, budget: int,
+                 threads: int) -> dict:
+    """The tuner and random search, each driving live measurements (`measure_program`) of
+    one program per family in AUTOTUNE_FAMILIES, its configs the record's; the tuner's
+    prior is xlarank trained on the other families' programs. Counted: configs measured
+    (the default run each batch adds is not counted) until one whose stored runtime lies
+    within the record's noise of its best; a run that never gets there counts as
+    ``>budget``."""
+    from xlarank.data.collections import get_collection
+    from xlarank.data.graph import load_graph
+    from xlarank.measure import load_program
+    from xlarank.measure.corpus import read_programs
+    from xlarank.measure.record import read_record_configs, sidecar_path
+    from xlarank.rank.strategies import make_strategy
+    from xlarank.rank.tuner import Tuner
+    from xlarank.systems import get_system
+
+    collection = get_collection(COLLECTION)
+    listed = {p.name: p for p in read_programs(corpus / "programs.toml")}
+    out: dict = {"batch": batch, "budget": budget, "seeds": seeds, "programs": {}}
+    for family in AUTOTUNE_FAMILIES:
+        name = sorted(n for n, (_, f) in files.items() if f == family)[0]
+        path = files[name][0]
+        graph = load_graph(path, collection)
+        _, configs, stored, _ = read_record_configs(corpus / "records" / f"{name}.pb")
+        noise = json.loads(sidecar_path(corpus / "records" / f"{name}.pb").read_text())
+        stored = np.array([np.nan if r is None else r for r in stored], np.float64)
+        target = np.nanmin(stored) + noise["noise"]["noise_ns"]
+        prior = get_system("xlarank")(seed=0, threads=threads).fit(
+            sorted(p for p, f in files.values() if f != family), collection).ranker_
+        program = load_program(listed[name].function)
+        tuner = Tuner(graph, prior=prior, threads=threads)
+        rows = {}
+        for strategy in ("tuner", "random"):
+            counts = []
+            for seed in seeds:
+                run = tuner.with_seed(seed, None if strategy == "tuner"
+                                      else make_strategy("random"))
+                measured, found = 0, None
+                with tempfile.TemporaryDirectory() as work:
+                    while measured < budget and found is None:
+                        asked = run.ask(min(batch, budget - measured))
+                        if not len(asked):
+                            break
+                        live = _live(program, configs, asked, Path(work))
+                        run.tell(list(live), list(live.values()))
+                        for k, index in enumerate(asked):
+                            if found is None and stored[index] <= target:
+                                found = measured + k + 1
+                        measured += len(asked)
+                counts.append(found)
+                print(f"autotune {name} {strategy} seed {seed}: "
+                      f"{found if found else f'>{budget}'}", flush=True)
+            rows[strategy] = counts
+        out["programs"][name] = {"family": family, "configs": graph.n_configs,
+                                 "within_noise": int((stored <= target).sum()), **rows}
+    for strategy in ("tuner", "random"):
+        values = [c if c is not None else budget + 1 for p in out["programs"].values()
+                  for c in p[strategy]]
+        out[strategy] = {"median": float(np.median(values)),
+                         "reached": sum(c is not None for p in out["programs"].values()
+                                        for c in p[strategy]), "runs": len(values)}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=ROOT / "corpus")
@@ -248,7 +334,8 @@ def main() -> None:
                     "left_out": manifest["left_out"],
                     "not_measured": manifest.get("not_measured", [])}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    record["noise_plot"] = draw_noise(record, args.out)
+    if "ingraph" in parts:
+        record["noise_plot"] = draw_noise(record, args.out)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as work:
         files = import_corpus(args.corpus, Path(work))
@@ -264,6 +351,11 @@ def main() -> None:
                 record["cross"] = cross.result()
     if "tpu" in parts:
         record["tpu"] = run_tpu(args.corpus, args.samples, args.threads)
+    if "autotune" in parts:
+        with tempfile.TemporaryDirectory() as work:
+            files = import_corpus(args.corpus, Path(work))
+            record["autotune"] = run_autotune(files, args.corpus, seeds, batch=8, budget=48,
+                                              threads=args.threads)
     record["seconds"] = round(time.perf_counter() - started, 1)
     write_record(args.out, record)
     print(f"wrote {args.out}")

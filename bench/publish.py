@@ -301,6 +301,17 @@ _BENCHES = (
           "seeds; across graphs, each family left out in turn (trained on the others, "
           "scored on it), every stepped system by the cross-graph rule; and the "
           "corpus-trained model on the labelled real TpuGraphs graph (unet3d)."),
+    Bench("corpus_autotune", "The measured corpus: tuning by live measurements",
+          "python bench/corpus.py --corpus corpus --parts autotune --seeds 3 "
+          "--out bench/results/corpus_autotune.json",
+          "The tuner (`xlarank suggest`'s booster strategy) and random search, each "
+          "driving live measurements (`xlarank.measure.measure_program`, 2 rounds of 2 "
+          "calls a config) of one corpus program per family for six families, 8 configs a "
+          "batch, at most 48; the tuner's prior is xlarank trained on the other families' "
+          "programs. Counted: configs measured until one whose stored runtime (the "
+          "record's) lies within the record's noise of its best (the default run each "
+          "batch adds is not counted). Optuna TPE was not run: it is not installed with "
+          "the dev extras."),
 )
 # {name: Bench}, in page order.
 BENCHES = {b.name: b for b in _BENCHES}
@@ -1242,6 +1253,25 @@ def corpus(rec: dict) -> list[str]:
     return out
 
 
+def corpus_autotune(rec: dict) -> list[str]:
+    tune = rec["autotune"]
+    budget = tune["budget"]
+
+    def counts(values) -> str:
+        return ", ".join(str(v) if v is not None else f">{budget}" for v in values)
+
+    out = [table(["program", "family", "configs", "within noise", "tuner (per seed)",
+                  "random (per seed)"],
+                 [[f"`{name}`", p["family"], str(p["configs"]), str(p["within_noise"]),
+                   counts(p["tuner"]), counts(p["random"])]
+                  for name, p in tune["programs"].items()])]
+    out.append(table(["strategy", f"median measurements (>{budget} as {budget + 1})",
+                      "runs that reached it"],
+                     [[s, num(tune[s]["median"]), f"{tune[s]['reached']} of {tune[s]['runs']}"]
+                      for s in ("tuner", "random")]))
+    return out
+
+
 RENDERERS = {"featurize": featurize, "score": score, "ingraph": ingraph,
              "ingraph_noisy": ingraph, "ablation": ablation,
              "engines": engines, "quality": quality, "systems": systems,
@@ -1254,7 +1284,8 @@ RENDERERS = {"featurize": featurize, "score": score, "ingraph": ingraph,
              "tile_kernels_curves": tile_kernels,
              "autotune": autotune, "autotune_noisy": autotune,
              "featurize_full": featurize_full, "full": full,
-             "ingraph_timing": rank_graph_command, "corpus": corpus}
+             "ingraph_timing": rank_graph_command, "corpus": corpus,
+             "corpus_autotune": corpus_autotune}
 
 
 # ---------------------------------------------------------------- page
