@@ -539,7 +539,8 @@ def test_a_module_xla_named_for_its_entry_is_named_after_its_record(tmp_path):
 # ---------------------------------------------------------------- candidates, the loop
 @pytest.mark.slow
 @pytest.mark.gnn
-def test_candidates_round_trip_through_their_file(tmp_path, traced, program_file):
+def test_candidates_round_trip_through_their_file(tmp_path, traced, program_file,
+                                                  monkeypatch):
     from xlarank.data.graph import load_graph
     from xlarank.measure import candidate_configs, load_program, write_candidates
 
@@ -551,6 +552,13 @@ def test_candidates_round_trip_through_their_file(tmp_path, traced, program_file
     assert candidate_configs(traced, tmp_path / "c.npz", range(20)) == drawn
     with pytest.raises(XlarankError, match="is not one of"):
         candidate_configs(traced, tmp_path / "c.npz", [20])
+    import xlarank.measure as measure
+
+    # The bound is the HLO import's (1 GiB of float32 configs); a smaller one here.
+    monkeypatch.setattr(measure, "MAX_CANDIDATE_BYTES", 1000)
+    with pytest.raises(XlarankError, match="would take 0.0 GiB; give at most 4"):
+        write_candidates(fn, args, tmp_path / "big.npz", count=20)
+    assert not (tmp_path / "big.npz").exists()
     other, other_args, _ = load_program(f"{program_file}:looped")
     write_candidates(other, other_args, tmp_path / "o.npz", count=4)
     with pytest.raises(XlarankError, match="another program's configs"):

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from xlarank.atomic import atomic_path, check_output, write_text_atomic
+from xlarank.data.xla.records import MAX_CANDIDATE_BYTES
 from xlarank.errors import XlarankError
 from xlarank.measure.configs import Config, draw_configs, free_config, node_layouts
 from xlarank.measure.record import (
@@ -580,6 +581,11 @@ def write_candidates(fn: Callable, inputs: Sequence, out: str | Path, *, count: 
                            f"not {count}")
     out = check_output(out, "file")
     program = TracedProgram(fn, inputs, name or getattr(fn, "__name__", "program"))
+    need = count * len(program.nodes) * 18 * 4
+    if need > MAX_CANDIDATE_BYTES:
+        raise XlarankError(f"{count:,} candidates of {len(program.nodes):,} configurable "
+                           f"nodes would take {need / 2**30:.1f} GiB; give at most "
+                           f"{MAX_CANDIDATE_BYTES // (len(program.nodes) * 72):,}")
     configs = draw_configs(program.nodes, count, seed)
     with atomic_path(out) as tmp:
         write_npz(tmp, candidate_arrays(program, configs))

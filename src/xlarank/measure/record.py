@@ -94,7 +94,9 @@ def read_record_configs(path: str | Path) -> tuple[int, list[Config], list[int |
             nodes = run["module_config"].get("layout_config").get("nodes")
             configs.append(tuple(tuple(tuple(int(d) for d in t.get("dims"))
                                        for t in node.get("tensors")) for node in nodes))
-            failed = run.get("error") or "profile" not in run
+            # As the importer reads a run: an error, or no runtime of at least 1 ns.
+            failed = (run.get("error") or "profile" not in run
+                      or run["profile"].get("compute_time_ns") < 1)
             runtimes.append(None if failed else int(run["profile"].get("compute_time_ns")))
             if run.get("is_default") and default is None:
                 default = i
