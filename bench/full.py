@@ -147,7 +147,7 @@ def main() -> None:
                         help="Only the featurize step, with --before beside it.")
     parser.add_argument("--before", default="37d32bf^", metavar="REV",
                         help="With --featurize-only: the commit to compare [37d32bf^, the "
-                        "reader before ISA-L, as issue 32 was filed].")
+                        "reader before ISA-L].")
     parser.add_argument("--repeats", type=int, default=2,
                         help="With --featurize-only: alternated runs of each side.")
     parser.add_argument("--out", default="bench/results/full.json")

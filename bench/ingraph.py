@@ -35,7 +35,7 @@ Rows:
 Per file the record also holds what makes a graph hard: its distinct configs, runtime
 spread (slowest over fastest distinct median), repeat noise (median |first - second| of
 configs measured twice or more, over the fastest runtime) and plateau (the share of
-distinct configs within 0.5% of the fastest); and per share the check of issue 31:
+distinct configs within 0.5% of the fastest); and per share the peer check:
 rank-graph's mean at or above the peer's (within 0.005), its worst seed at or above the
 peer's mean minus its sd.
 
@@ -109,7 +109,7 @@ def hardness(group: np.ndarray, runtime: np.ndarray, median: np.ndarray) -> dict
 
 
 def peer_check(table: dict) -> dict:
-    """Issue 31's rule at one share: rank-graph's mean against the peer's, its worst seed
+    """The peer check at one share: rank-graph's mean against the peer's, its worst seed
     against the peer's mean minus sd."""
     ours, peer = table[RANK_GRAPH], table[PEER]
     return {"mean_minus_peer": ours["mean"] - peer["mean"],
@@ -314,8 +314,8 @@ def main() -> None:
                              "quiet machine when the tau runs shared it")
     parser.add_argument("--before", default=None, metavar="REV",
                         help="with --timing-only: time the command from REV's sources too, "
-                             "alternated (d9fd505^: rank-graph before its model choice, as "
-                             "issue 31 was filed)")
+                             "alternated (d9fd505^: rank-graph before its model "
+                             "choice)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     nlp = args.samples / "npz" / "layout" / "nlp" / "default" / "test"

@@ -282,7 +282,7 @@ _BENCHES = (
           "`xlarank featurize` of every 10th file of each collection and split of the `real` "
           "synthetic preset (its file-size mix at a tenth of its 7,868 files; synthetic, not "
           "TpuGraphs data), with this commit and with the commit before the ISA-L reader "
-          "(as issue 32 was filed), alternated, two processes each (`--workers 2`)."),
+          "(37d32bf^), alternated, two processes each (`--workers 2`)."),
     Bench("full", "Full dataset end to end",
           "python bench/full.py --preset real --out bench/results/full.json",
           "The whole dataset's size on one machine (`make bench-full`): the `real` synthetic "

@@ -311,7 +311,7 @@ def test_rank_graph_says_what_it_chose(samples, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("share", [0.5, 0.1])
 def test_real_unet3d_not_below_the_raw_column_peer(samples, share):
-    # Issue 31's rule, on the one labelled real graph with a spread: the peer is the raw
+    # rank-graph's peer rule, on the one labelled real graph with a spread: the peer is the raw
     # columns' LGBMRegressor on log runtime (bench/ingraph.py's PEER_PARAMS), which
     # rank-graph holds among its candidates, so over 3 seeds it may not fall below it.
     import lightgbm as lgb
