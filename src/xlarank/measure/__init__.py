@@ -50,6 +50,7 @@ from xlarank.measure.record import (
     sidecar_path,
 )
 from xlarank.measure.trace import first_line
+from xlarank.threads import available_cores
 
 GENERATOR = "xlarank measure"
 # An output may differ from the unconstrained program's by this share of its largest
@@ -314,11 +315,13 @@ def measure_program(fn: Callable, inputs: Sequence, out: str | Path, *,
                     settings: Settings | None = None, resume: bool = False,
                     configs: list[Config] | None = None,
                     on_step: Callable[[str, int], None] | None = None,
-                    extra: dict | None = None) -> Measurement:
+                    extra: dict | None = None, traced=None) -> Measurement:
     """Measure ``fn`` on ``inputs`` and write its record to ``out`` (with ``out``'s sidecar).
 
-    ``configs`` replaces the drawn ones (`remeasure`). ``on_step(phase, total)`` is called
-    once per compiled config ("compile") and per timing ("time"). Raises XlarankError for a
+    ``configs`` replaces the drawn ones (`remeasure`); ``traced``, the program already
+    traced from ``fn`` and ``inputs`` (a `TracedProgram`), saves tracing it again.
+    ``on_step(phase, total)`` is called once per compiled config ("compile") and per
+    timing ("time"). Raises XlarankError for a
     program that does not trace, has no configurable node, or whose default run fails.
     """
     import jax
@@ -330,7 +333,7 @@ def measure_program(fn: Callable, inputs: Sequence, out: str | Path, *,
     name = name or getattr(fn, "__name__", "program")
     from xlarank.measure.trace import TracedProgram
 
-    program = TracedProgram(fn, inputs, name)
+    program = traced if traced is not None else TracedProgram(fn, inputs, name)
     fingerprint = module_fingerprint(program.hlo_module)
     if configs is None:
         configs = draw_configs(program.nodes, settings.configs, settings.seed)
@@ -372,7 +375,7 @@ def measure_program(fn: Callable, inputs: Sequence, out: str | Path, *,
                     on_step("compile", len(configs))
             return exe
 
-        workers = settings.compile_workers or len(_cpus() or [0]) or 1
+        workers = settings.compile_workers or available_cores()
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
         try:
             executables = list(pool.map(compile_one, range(len(configs))))
@@ -531,14 +534,15 @@ def remeasure(fn: Callable, inputs: Sequence, record: str | Path, out: str | Pat
     settings = settings or Settings()
     from xlarank.measure.trace import TracedProgram
 
-    fingerprint = module_fingerprint(TracedProgram(fn, inputs, name or "program").hlo_module)
+    traced = TracedProgram(fn, inputs, name or getattr(fn, "__name__", "program"))
+    fingerprint = module_fingerprint(traced.hlo_module)
     if fingerprint != stored_fingerprint:
         raise XlarankError(f"{record}: measures another program (fingerprint "
                            f"{stored_fingerprint:x}, this program's {fingerprint:x}), or "
                            "the same one lowered by another jax version")
     result = measure_program(fn, inputs, out, name=name, source=source, settings=settings,
                              resume=resume, configs=[stored[i] for i in chosen],
-                             on_step=on_step)
+                             on_step=on_step, traced=traced)
     both = [k for k, i in enumerate(chosen)
             if stored_ns[i] is not None and result.runtimes_ns[k] is not None]
     tau = kendall_tau(-np.array([stored_ns[chosen[k]] for k in both], dtype=np.float64),
@@ -555,15 +559,14 @@ def candidate_arrays(program, configs: Sequence[Config]) -> dict[str, np.ndarray
     dataset's format: the graph as `xlarank import` encodes the program's module, and
     node_config_feat float32 (configs, nodes, 18) with -1 where a config fixes nothing."""
     from xlarank.data.xla.encode import encode_module
+    from xlarank.data.xla.records import graph_arrays
 
-    encoded = encode_module(memoryview(program.hlo_module), None)
     feat = np.full((len(configs), len(program.nodes), 18), -1, dtype=np.float32)
     for i, config in enumerate(configs):
         for j, tensors in enumerate(config):
             for t, dims in enumerate(tensors):
                 feat[i, j, 6 * t:6 * t + len(dims)] = dims
-    return {"node_feat": encoded.node_feat, "node_opcode": encoded.node_opcode,
-            "edge_index": encoded.edge_index, "node_splits": encoded.node_splits[None, :],
+    return {**graph_arrays(encode_module(memoryview(program.hlo_module), None)),
             "node_config_ids": program.hlo_nodes.copy(), "node_config_feat": feat,
             "config_runtime": np.zeros(len(configs), dtype=np.int64)}
 
@@ -637,7 +640,8 @@ def measure_candidates(fn: Callable, inputs: Sequence, candidates: str | Path,
     configs = candidate_configs(program, candidates, chosen)
     result = measure_program(fn, inputs, out, name=name, source=source, settings=settings,
                              resume=resume, configs=configs, on_step=on_step,
-                             extra={"candidates": str(candidates), "candidate_indices": chosen})
+                             extra={"candidates": str(candidates), "candidate_indices": chosen},
+                             traced=program)
     return result, list(zip(chosen, result.runtimes_ns))
 
 

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from xlarank.atomic import write_text_atomic
 from xlarank.errors import XlarankError
 from xlarank.files import open_regular
@@ -78,22 +80,14 @@ def read_programs(path: str | Path) -> list[CorpusProgram]:
 
 def _figures(manifest: dict, program: CorpusProgram, record: Path) -> dict:
     noise = manifest["noise"]
-    runtimes = [ns for ns in (_median(col) for col in zip(*manifest["per_round_ns"]))
-                if ns is not None]
+    rounds = np.array(manifest["per_round_ns"], dtype=np.float64)  # None (untimed) is NaN
+    timed = np.median(rounds[:, ~np.isnan(rounds).any(axis=0)], axis=0)
     return {"name": program.name, "family": program.family, "record": str(record),
             "about": program.about, "configs": manifest["measured"],
-            "failed": len(manifest["errors"]), "rounds": len(manifest["per_round_ns"]),
+            "failed": len(manifest["errors"]), "rounds": len(rounds),
             "repeat_tau": noise["repeat_tau"], "spread": noise["spread"],
             "within_noise": noise["within_noise"], "noise_ns": noise["noise_ns"],
-            "runtime_ms": [min(runtimes) / 1e6, max(runtimes) / 1e6] if runtimes else None}
-
-
-def _median(values) -> float | None:
-    kept = sorted(v for v in values if v is not None)
-    if len(kept) != len(values) or not kept:
-        return None
-    middle = len(kept) // 2
-    return kept[middle] if len(kept) % 2 else (kept[middle - 1] + kept[middle]) / 2
+            "runtime_ms": [timed.min() / 1e6, timed.max() / 1e6] if timed.size else None}
 
 
 def _measure(program: CorpusProgram, record: Path, settings: Settings,

@@ -225,11 +225,10 @@ class TracedProgram:
         shapes: list[list[tuple[int, ...] | None]] = []
         for node in self.nodes:
             want = OPCODE_IDS[CONFIGURABLE_PRIMITIVES[node.primitive]]
-            tag = f"{SCOPE}{node.index}/"
+            # A whole scope between slashes: "xlarank.node1" never matches "xlarank.node12".
+            tag = f"/{SCOPE}{node.index}/"
             hits = [i for i, op_name in enumerate(encoded.node_op_name)
-                    if tag in op_name + "/" and encoded.node_opcode[i] == want]
-            # Scope names nest ("xlarank.node1/" is no prefix of "xlarank.node12/").
-            hits = [i for i in hits if f"/{tag}" in "/" + encoded.node_op_name[i] + "/"]
+                    if tag in f"/{op_name}/" and encoded.node_opcode[i] == want]
             if len(hits) == 1:
                 positions[node.index] = hits[0]
             shapes.append([_node_shape(encoded, hits[0] if len(hits) == 1 else -1)]

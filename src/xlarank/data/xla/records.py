@@ -291,7 +291,7 @@ def _layout_graph(buf, path: Path, record: Message, collection, split, name,
                     raise XlarankError(f"{path}: run {i}, node {j}: layout dims {dims} are "
                                        f"not dimension numbers 0..{LAYOUT_DIMS - 1}")
                 configs[i, j, t * LAYOUT_DIMS:t * LAYOUT_DIMS + len(dims)] = dims
-    arrays = _graph_arrays(encoded)
+    arrays = graph_arrays(encoded)
     arrays.update(node_config_ids=config_nodes, node_config_feat=configs,
                   config_runtime=np.array([r["profile"].get("compute_time_ns") for r in runs],
                                           dtype=np.int64))
@@ -300,7 +300,8 @@ def _layout_graph(buf, path: Path, record: Message, collection, split, name,
                          arrays, path, f"{len(runs)} measured layout configs")
 
 
-def _graph_arrays(encoded: EncodedModule) -> dict[str, np.ndarray]:
+def graph_arrays(encoded: EncodedModule) -> dict[str, np.ndarray]:
+    """The graph's arrays of a layout file (node features, opcodes, edges, splits)."""
     return {"node_feat": encoded.node_feat, "node_opcode": encoded.node_opcode,
             "edge_index": encoded.edge_index, "node_splits": encoded.node_splits[None, :]}
 
@@ -337,7 +338,7 @@ def _tile_graphs(buf, path: Path, collection, split, drop_failed_runs: bool
         fingerprint = record.get("fingerprint")
         signed = fingerprint - (1 << 64) if fingerprint >= 1 << 63 else fingerprint
         tag = f"-{-signed:x}" if signed < 0 else f"{signed:x}"
-        arrays = _graph_arrays(encoded)
+        arrays = graph_arrays(encoded)
         del arrays["node_splits"]
         runtimes = np.array([r["profile"].get("compute_time_ns") for r in runs], dtype=np.int64)
         arrays.update(
@@ -429,7 +430,7 @@ def _dump_graph(buf, path: Path, span, collection, split, name, candidates: int,
         raise XlarankError(f"{path}: {candidates:,} candidates of its {len(nodes):,} "
                            f"configurable nodes would take {need / 2**30:.1f} GiB; give at "
                            f"most {MAX_CANDIDATE_BYTES // (len(nodes) * 72):,} --candidates")
-    arrays = _graph_arrays(encoded)
+    arrays = graph_arrays(encoded)
     arrays.update(node_config_ids=nodes,
                   node_config_feat=candidate_layouts(encoded, nodes, candidates, seed),
                   config_runtime=np.zeros(candidates, dtype=np.int64))
