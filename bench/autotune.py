@@ -55,16 +55,12 @@ Strategies ("peers") in the same run:
   (its cold start and a column from the prior's score);
 - prior order without feedback (--prior MODELS_DIR: the model of the file's collection
   slug; not run where none exists, and said so);
-- greedy rank-graph top-K: `xlarank.rank_graph` refitted each batch, its best unmeasured
-  configs (first batch random);
-- AutoTVM-style: XGBoost rank:pairwise on the raw config columns, refitted each batch,
-  its best predicted unmeasured configs, each slot random with probability 0.05 (first
-  batch random);
-- Optuna TPE (optional: pip install optuna, the `bench` extra; skipped with a note
-  without it): one categorical per configurable node (layout: the node's observed
-  18-column options; tile: each varying config column's observed values), every
-  proposal snapped to the nearest unmeasured pool config in that option space (Hamming),
-  and the snapped config's parameters told back.
+- the peers, each a registered strategy of the tuner (`xlarank suggest --strategy NAME`,
+  `xlarank.rank.strategies` says how each works), in the same ask/tell loop: greedy
+  rank-graph top-K ("greedy"), AutoTVM-style ("autotvm": XGBoost rank:pairwise on the raw
+  config columns, 5% random) and Optuna TPE ("tpe", per-choice categoricals snapped to the
+  nearest unmeasured config; needs `pip install 'xlarank[tpe]'`, else skipped with a
+  note).
 
     python bench/autotune.py [--samples ../shared/tpugraphs] [--synthetic data/synth-demo]
         [--prior models/trained/synth-demo/xlarank] [--real-only | --synthetic-only]
@@ -81,15 +77,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from provenance import write_record
-from xlarank.compat import optuna_available
+from xlarank.compat import require_optuna
 from xlarank.data.collections import COLLECTIONS, split_files
+from xlarank.data.distinct import repeat_noise, repeat_tau, within_noise
 from xlarank.data.graph import LayoutGraph, load_graph
-from xlarank.rank.ingraph import rank_graph
+from xlarank.errors import XlarankError
 from xlarank.rank.measured import config_columns, distinct_configs, varying_columns
-from xlarank.rank.strategies import BoosterStrategy
+from xlarank.rank.strategies import AutotvmStrategy, BoosterStrategy, GreedyStrategy, TpeStrategy
 from xlarank.rank.tuner import Tuner, expected_random_best, expected_random_draws
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,50 +118,6 @@ TUNER_PRIOR = "tuner + --prior"
 GREEDY = "greedy rank-graph top-K"
 AUTOTVM = "AutoTVM-style (XGBoost rank:pairwise, 5% random)"
 TPE = "Optuna TPE (per-node categorical, snapped)"
-
-
-def first_two_runs(runtime: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """float64 (r,) twice: the first and second measurement, in file order, of each of
-    the r configs measured twice or more (runtime (n_configs,) every measurement, group
-    (n_configs,) each measurement's distinct config)."""
-    order = np.argsort(group, kind="stable")  # file order kept within a config
-    g, r = np.asarray(group)[order], np.asarray(runtime, np.float64)[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    counts = np.diff(np.r_[starts, len(g)])
-    twice = starts[counts >= 2]
-    return r[twice], r[twice + 1]
-
-
-def repeat_noise(runtime: np.ndarray, group: np.ndarray) -> tuple[float | None, int]:
-    """The spread between repeated measurements of one config.
-
-    runtime: float (n_configs,) every measurement in file order; group: int (n_configs,)
-    each measurement's distinct config. Returns (noise, repeated): noise in ns, the median
-    over the configs measured twice or more of |r1 - r2|, their first two measurements in
-    file order (None when no config is measured twice: unknown, not zero); repeated, the
-    number of such configs.
-    """
-    first, second = first_two_runs(runtime, group)
-    if len(first) == 0:
-        return None, 0
-    return float(np.median(np.abs(first - second))), int(len(first))
-
-
-def repeat_tau(runtime: np.ndarray, group: np.ndarray) -> float | None:
-    """Kendall tau between the first and second measurements of the configs measured
-    twice or more (runtime, group as in `repeat_noise`): how far two measurements agree
-    on their order, the ceiling of any ranking on those configs; None under 3 configs."""
-    from scipy.stats import kendalltau
-
-    first, second = first_two_runs(runtime, group)
-    return float(kendalltau(first, second).statistic) if len(first) >= 3 else None
-
-
-def within_noise(runtime: np.ndarray, noise: float | None) -> np.ndarray:
-    """bool (n,): the distinct configs (medians runtime (n,)) within the noise of the
-    best, runtime <= best + noise; an unknown noise (None) counts as 0: the best itself
-    and its ties."""
-    return runtime <= runtime.min() + (noise or 0.0)
 
 
 def top1_threshold(runtime: np.ndarray) -> float:
@@ -249,97 +201,6 @@ def run_prior(pool: Pool, prior, budget: int) -> list[int]:
     return np.lexsort((np.arange(pool.n), -score))[:budget].tolist()
 
 
-def run_greedy(pool: Pool, batch: int, budget: int, seed: int) -> list[int]:
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(pool.n)[:min(batch, budget)].tolist()
-    while len(order) < budget:
-        measured = pd.DataFrame({"config_index": pool.first[order],
-                                 "runtime": pool.runtime[order]})
-        if pd.Series(pool.runtime[order]).nunique() < 2:
-            fresh = [d for d in rng.permutation(pool.n).tolist() if d not in set(order)]
-        else:
-            ranked = rank_graph(pool.graph, measured, seed=seed, threads=THREADS)
-            groups = pool.group[ranked["config_index"].to_numpy()]
-            seen = set(order)
-            fresh = [d for d in dict.fromkeys(groups.tolist()) if d not in seen]
-        order += fresh[:min(batch, budget - len(order))]
-    return order
-
-
-def run_autotvm(pool: Pool, batch: int, budget: int, seed: int) -> list[int]:
-    import xgboost as xgb
-
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(pool.n)[:min(batch, budget)].tolist()
-    x = pool.raw.astype(np.float32)
-    while len(order) < budget:
-        model = xgb.XGBRanker(objective="rank:pairwise", n_estimators=100, max_depth=6,
-                              learning_rate=0.1, nthread=THREADS, random_state=seed)
-        y = -np.log(pool.runtime[order])  # higher is faster: the ranker's relevance
-        model.fit(x[order], np.argsort(np.argsort(y)), qid=np.zeros(len(order)))
-        free = np.setdiff1d(np.arange(pool.n), order)
-        by_score = free[np.argsort(-model.predict(x[free]), kind="stable")].tolist()
-        picks: list[int] = []
-        for _ in range(min(batch, budget - len(order))):
-            rest = [d for d in by_score if d not in picks]
-            if rng.random() < 0.05:
-                picks.append(int(rng.choice(rest)))
-            else:
-                picks.append(rest[0])
-        order += picks
-    return order
-
-
-def tpe_space(pool: Pool) -> np.ndarray:
-    """int (n, p): each distinct config as one option id per parameter (layout: per
-    configurable node, which of its observed 18-column rows; tile: per varying column)."""
-    graph = pool.graph
-    if not isinstance(graph, LayoutGraph):
-        return np.stack([np.unique(c, return_inverse=True)[1].ravel()
-                         for c in pool.raw.T], axis=1)
-    nodes = graph.node_config_feat[pool.first]  # (n, nc, 18)
-    columns = []
-    for j in range(nodes.shape[1]):
-        _, ids = np.unique(nodes[:, j, :], axis=0, return_inverse=True)
-        if ids.max() > 0:
-            columns.append(ids.ravel())
-    return np.stack(columns, axis=1)
-
-
-def run_tpe(pool: Pool, batch: int, budget: int, seed: int) -> list[int]:
-    import optuna
-    from optuna.distributions import CategoricalDistribution
-    from optuna.trial import TrialState, create_trial
-
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    options = tpe_space(pool)
-    space = {f"p{j}": CategoricalDistribution(list(range(int(options[:, j].max()) + 1)))
-             for j in range(options.shape[1])}
-    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed,
-                                                                   constant_liar=True))
-    order: list[int] = []
-    taken = np.zeros(pool.n, bool)
-    while len(order) < budget:
-        trials, picks = [], []
-        for _ in range(min(batch, budget - len(order))):
-            trial = study.ask(space)
-            wanted = np.array([trial.params[f"p{j}"] for j in range(options.shape[1])])
-            distance = np.where(taken, np.iinfo(np.int64).max,
-                                (options != wanted).sum(axis=1))
-            pick = int(np.argmin(distance))
-            taken[pick] = True
-            trials.append(trial)
-            picks.append(pick)
-        for trial, pick in zip(trials, picks):
-            # The proposal is not in the pool: what was measured is the snapped config.
-            study.tell(trial, state=TrialState.FAIL)
-            study.add_trial(create_trial(
-                params={f"p{j}": int(options[pick, j]) for j in range(options.shape[1])},
-                distributions=space, value=float(np.log(pool.runtime[pick]))))
-        order += picks
-    return order
-
-
 def summarise(orders: list[list[int]], pool: Pool, budget: int) -> dict:
     """Curves and counts of one strategy over seeds (orders: per seed, the distinct
     configs in the order measured)."""
@@ -408,10 +269,12 @@ def one_file(graph, label: str, seeds: list[int], prior_dir: Path | None, ablati
     else:
         record["notes"].append(f"{PRIOR}: not run (no model at "
                                f"{prior_dir / collection.slug if prior_dir else '--prior'})")
-    has_optuna = optuna_available()
-    if not has_optuna:
-        record["notes"].append(f"{TPE}: not run (optuna missing: pip install "
-                               "'xlarank[bench]')")
+    peers = {GREEDY: GreedyStrategy(), AUTOTVM: AutotvmStrategy(), TPE: TpeStrategy()}
+    try:
+        require_optuna()
+    except XlarankError as missing:
+        del peers[TPE]
+        record["notes"].append(f"{TPE}: not run ({missing})")
     # The headline tuner has no prior: a prior is the user's model, and one trained on
     # other data (synthetic, for the real file) can lead it astray; it has its own row.
     base = Tuner(graph, prior=None, threads=THREADS)
@@ -432,10 +295,9 @@ def one_file(graph, label: str, seeds: list[int], prior_dir: Path | None, ablati
             runs[TUNER_PRIOR] = lambda seed, k: run_tuner(with_prior.with_seed(seed), pool, k,
                                                           budget)
             runs[PRIOR] = lambda seed, k: run_prior(pool, prior, budget)
-        runs[GREEDY] = lambda seed, k: run_greedy(pool, k, budget, seed)
-        runs[AUTOTVM] = lambda seed, k: run_autotvm(pool, k, budget, seed)
-        if has_optuna:
-            runs[TPE] = lambda seed, k: run_tpe(pool, k, budget, seed)
+        for name, strategy in peers.items():
+            runs[name] = (lambda seed, k, s=strategy: run_tuner(base.with_seed(seed, s), pool,
+                                                                k, budget))
         for name, run in runs.items():
             started = time.perf_counter()
             orders = [run(seed, batch) for seed in seeds]

@@ -54,9 +54,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
-from autotune import first_two_runs, repeat_noise
 from provenance import checkout_at, write_record
 from xlarank.data.collections import COLLECTIONS, split_files
+from xlarank.data.distinct import first_two_runs, repeat_noise
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.frame import FrameMeta

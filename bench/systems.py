@@ -55,6 +55,12 @@ from pathlib import Path
 import numpy as np
 
 from provenance import write_record
+from xlarank.evaluate import graph_headline
+from xlarank.systems.cross import (
+    CROSS_INNER_SHARE,
+    CROSS_MOST_GRAPHS,
+    fit_by_cross_validation,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 UNET3D = "npz/layout/xla/default/train/unet3d.npz"
@@ -84,38 +90,20 @@ PEERS = {"peer: config aggregates (XGBoost pairwise)": ("xlarank", {"booster_spe
 # (unchanged since 422a990).
 OFFICIAL_EPOCHS = {"tile": {"HEAD": 100},
                    "layout": {"HEAD ddd187c": 50, "422a990": 500}}
-# The cross-graph rule (the curves part), the in-graph rule's twin: inner validation on
-# a seeded share of the train files (at most CROSS_MOST_GRAPHS: a checkpoint scores each),
-# a checkpoint per epoch, early stopping and the kept checkpoint by the in-graph rule's
-# patience and min gain (`early_stop`), each author's learning rate. The epoch budget is
-# what one core affords per system and collection; a curve still rising at its end says so
-# (best_held_in_budget, last_held).
-CROSS_INNER_SHARE = 0.2
-CROSS_MOST_GRAPHS = 25
+# The cross-graph rule (the curves part) is xlarank.systems.cross's, each author's
+# learning rate. The epoch budget is what one core affords per system and collection; a
+# curve still rising at its end says so (best_held_in_budget, last_held).
 CROSS_EPOCHS = {"layout": 30, "tile": 8}
 # Tile kernels of the counts part: 4x the demo's, what one core runs in about half an hour
 # for the three cheaper stepped systems (the real preset's 5,709 would take 14x the demo's).
 COUNTS_TILE_FILES = 1600
 CROSS_AFTER_STOP = 8   # epochs run past the rule's stop, to show what going on gives
-EPOCH_SETTING = {"tpugraphs-gnn": "epochs", "gru": "epochs", "hybrid": "gnn_epochs",
-                 "competition-gnn": "epochs"}
 SCALE_EPOCHS = 4        # epochs timed in one fit: the first and three marginal ones
 SCALE_SYSTEMS = ("tpugraphs-gnn", "gru", "hybrid", "competition-gnn")
 
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def headline_of(graph, score: np.ndarray, runtime: np.ndarray) -> float:
-    """Layout: Kendall tau; tile: 1 - slowdown@5 (on runtime / normalizer)."""
-    from xlarank.data.graph import TileGraph
-    from xlarank.metrics import kendall_tau, slowdown_at
-
-    if isinstance(graph, TileGraph):
-        return 1.0 - slowdown_at(score, runtime / graph.config_runtime_normalizers, 5)
-    value = kendall_tau(score, runtime)
-    return 0.0 if np.isnan(value) else value
 
 
 def per_graph(metrics: list[float]) -> dict:
@@ -145,7 +133,7 @@ def synthetic_task(task: dict) -> dict:
     for seed in task["seeds"]:
         if task["system"] == "random":
             rng = np.random.default_rng(seed)
-            metrics = [headline_of(g, rng.random(g.n_configs), g.config_runtime)
+            metrics = [graph_headline(g, rng.random(g.n_configs))
                        for g in graphs]
             rows.append({"seed": seed, **per_graph(metrics), "train_s": 0.0,
                          "score_ms_per_1000": 0.0, "history": []})
@@ -157,7 +145,7 @@ def synthetic_task(task: dict) -> dict:
         started = time.perf_counter()
         scores = [system.score(g) for g in graphs]
         score_s = time.perf_counter() - started
-        metrics = [headline_of(g, s, g.config_runtime) for g, s in zip(graphs, scores)]
+        metrics = [graph_headline(g, s) for g, s in zip(graphs, scores)]
         rows.append({"seed": seed, **per_graph(metrics),
                      "train_s": round(train_s, 2),
                      "score_ms_per_1000": round(1000 * score_s * 1000
@@ -283,7 +271,7 @@ def scale_task(task: dict) -> dict:
     use_threads(THREADS)
     collection = get_collection(task["collection"])
     files = [Path(f) for f in task["files"]]
-    key = EPOCH_SETTING[task["system"]]
+    key = get_system(task["system"]).epoch_setting
     extra = {"early_stop": 0} if task["system"] == "tpugraphs-gnn" else {}
 
     def fit(epochs: int) -> tuple[list[float], list[float]]:
@@ -318,20 +306,6 @@ def scale_task(task: dict) -> dict:
     return {**out, "peak_rss_mb": round(peak_rss_mb(), 1)}
 
 
-def cross_split(files: list[Path], seed: int) -> tuple[list[Path], list[Path]]:
-    """(inner-training, inner-validation) files of a train split: a seeded ``CROSS_INNER_
-    SHARE`` of the files (at least one, at most ``CROSS_MOST_GRAPHS``) held out."""
-    files = sorted(files)
-    if len(files) < 2:
-        raise ValueError(f"the cross-graph rule needs 2 train files, one to train on and "
-                         f"one for inner validation: {len(files)} given")
-    order = np.random.default_rng([seed, 5]).permutation(len(files))
-    n_inner = min(CROSS_MOST_GRAPHS, max(1, int(round(CROSS_INNER_SHARE * len(files)))))
-    inner = set(order[:n_inner].tolist())
-    return ([f for i, f in enumerate(files) if i not in inner],
-            [f for i, f in enumerate(files) if i in inner])
-
-
 def held_out_files(files: list[Path]) -> list[Path]:
     """The valid split's files a curve is scored on: every one, or a fixed seeded
     ``CROSS_MOST_GRAPHS`` of them (the same for every system and seed)."""
@@ -342,82 +316,33 @@ def held_out_files(files: list[Path]) -> list[Path]:
     return [files[i] for i in sorted(keep)]
 
 
-def early_stop(curve: list[dict]) -> tuple[int, int]:
-    """(kept, stopped): positions in ``curve`` of the checkpoint the cross-graph rule keeps
-    (the best inner metric so far) and of the one where it stops (the inner metric gained
-    less than the in-graph rule's min gain over its patience), replayed on a run of the
-    whole budget: training is the same whether the rule stops it or not, so the replay
-    gives the stopped fit's model and time, and the rest of the curve shows what going on
-    would have given."""
-    from xlarank.systems.inner import IN_GRAPH_MIN_GAIN, IN_GRAPH_PATIENCE
-
-    best, kept, reference, waited = -np.inf, 0, -np.inf, 0
-    for i, point in enumerate(curve):
-        if point["inner"] > best:
-            best, kept = point["inner"], i
-        if point["inner"] >= reference + IN_GRAPH_MIN_GAIN:
-            reference, waited = point["inner"], 0
-        else:
-            waited += 1
-            if waited >= IN_GRAPH_PATIENCE:
-                return kept, i
-    return kept, len(curve) - 1
-
-
-def cross_fit(system, fit_files: list[Path], collection, inner: list, held: list,
-              budget: int) -> dict:
-    """Fit ``system`` (built with ``budget`` epochs) on ``fit_files`` by the cross-graph
-    rule: after each epoch the collection's headline (`headline_of`, mean over graphs) on
-    the ``inner`` graphs (the rule's, counted as training time) and the scores of the
-    ``held`` graphs (the report's, not counted), beside the training wall and CPU seconds;
-    `early_stop` replays the rule. The fit goes on ``CROSS_AFTER_STOP`` epochs past the
-    rule's stop (or to the budget), for the curve: what going on would have given.
-    Returns the curve, the kept and stopped positions and the kept epoch's held-out
-    scores (one float64 array per held graph)."""
-    curve: list[dict] = []
-    scores: list[list[np.ndarray]] = []
-    aside = [0.0, 0.0]
-    started, cpu_started = time.perf_counter(), time.process_time()
-
-    class Enough(Exception):
-        """The rule stopped CROSS_AFTER_STOP epochs ago: the fit goes no further."""
-
-    def checkpoint(record: dict) -> None:
-        inner_value = float(np.mean([headline_of(g, system.score(g), g.config_runtime)
-                                     for g in inner]))
-        begun, cpu = time.perf_counter(), time.process_time()
-        scores.append([system.score(g) for g in held])
-        values = per_graph([headline_of(g, s, g.config_runtime)
-                            for g, s in zip(held, scores[-1])])
-        aside[0] += time.perf_counter() - begun
-        aside[1] += time.process_time() - cpu
-        # Unrounded: the rule compares it against a 0.005 gain (as the in-graph rule does).
-        curve.append({"epoch": len(curve) + 1, "inner": inner_value,
-                      "held": round(values["metric"], 4),
-                      "held_median": round(values["median"], 4),
-                      "seconds": round(time.perf_counter() - started - aside[0], 2),
-                      "cpu_seconds": round(time.process_time() - cpu_started - aside[1], 2)})
-        _, stopped = early_stop(curve)
-        if len(curve) < budget and len(curve) - 1 - stopped >= CROSS_AFTER_STOP:
-            raise Enough
-
-    try:
-        system.fit(fit_files, collection, on_epoch=checkpoint)
-    except Enough:
-        pass
-    kept, stopped = early_stop(curve)
-    if len(curve) != min(budget, stopped + 1 + CROSS_AFTER_STOP):
-        raise RuntimeError(f"{system.name}: {len(curve)} checkpoints of a {budget}-epoch fit")
+def cross_fit(system, train_files: list[Path], collection, held: list, seed: int) -> dict:
+    """``system`` (built with its epoch budget) fit on ``train_files`` by the cross-graph
+    rule (`xlarank.systems.cross.fit_by_cross_validation`), going on ``CROSS_AFTER_STOP``
+    epochs past the rule's stop for the curve, with the ``held`` graphs' headline at each
+    checkpoint (mean and median over graphs; their scoring is not training time).
+    Returns the curve, the kept and stopped positions, the kept epoch's held-out scores
+    (one float64 array per held graph) and its figures."""
+    got = fit_by_cross_validation(system, train_files, collection, seed=seed, held=held,
+                                  after_stop=CROSS_AFTER_STOP, refit=False)
+    curve = []
+    for point, scores in zip(got.curve, got.held_scores):
+        values = per_graph([graph_headline(g, s) for g, s in zip(held, scores)])
+        curve.append({**point, "held": round(values["metric"], 4),
+                      "held_median": round(values["median"], 4)})
+    kept, stopped = got.kept, got.stopped
     figure = curve[kept]["held"]
     plateau = next(p for p in curve[:stopped + 1] if p["held"] >= figure - 0.01)
-    return {"curve": curve, "kept": kept, "stopped": stopped, "scores": scores[kept],
-            "metric": figure, "median": curve[kept]["held_median"],
+    return {"curve": curve, "kept": kept, "stopped": stopped,
+            "scores": got.held_scores[kept], "metric": figure,
+            "median": curve[kept]["held_median"],
             "kept_epoch": curve[kept]["epoch"], "stopped_epoch": curve[stopped]["epoch"],
             "train_s": curve[stopped]["seconds"],
             "train_cpu_s": curve[stopped]["cpu_seconds"],
             "plateau_cpu_s": plateau["cpu_seconds"],
             "best_held_in_budget": max(p["held"] for p in curve),
-            "last_held": curve[-1]["held"]}
+            "last_held": curve[-1]["held"], "fit_files": len(got.fit_files),
+            "inner_files": len(got.inner_files)}
 
 
 def cross_task(task: dict) -> dict:
@@ -435,7 +360,6 @@ def cross_task(task: dict) -> dict:
     kind = "tile" if collection.is_tile else "layout"
     seed = task["seed"]
     train = split_files(task["data"], collection, "train")
-    fit_files, inner_files = cross_split(train, seed)
     held = [load_graph(f, collection) for f in held_out_files(
         split_files(task["data"], collection, "valid"))]
     out = {"collection": collection.id, "system": task["system"], "seed": seed,
@@ -443,10 +367,10 @@ def cross_task(task: dict) -> dict:
            "curve": []}
     if task["system"] == "random":
         rng = np.random.default_rng(seed)
-        values = [headline_of(g, rng.random(g.n_configs), g.config_runtime) for g in held]
+        values = [graph_headline(g, rng.random(g.n_configs)) for g in held]
         return {**out, **per_graph(values), "train_s": 0.0, "train_cpu_s": 0.0,
                 "peak_rss_mb": round(peak_rss_mb(), 1)}
-    key = EPOCH_SETTING.get(task["system"])
+    key = get_system(task["system"]).epoch_setting
     settings = {key: CROSS_EPOCHS[kind]} if key else {}
     system = get_system(task["system"])(seed=seed, threads=task["threads"], **settings)
     if key is None:
@@ -454,15 +378,13 @@ def cross_task(task: dict) -> dict:
         system.fit(train, collection)
         train_s = time.perf_counter() - started
         train_cpu = time.process_time() - cpu_started
-        return {**out, **per_graph([headline_of(g, system.score(g), g.config_runtime)
+        return {**out, **per_graph([graph_headline(g, system.score(g))
                                     for g in held]),
                 "train_s": round(train_s, 2), "train_cpu_s": round(train_cpu, 2),
                 "peak_rss_mb": round(peak_rss_mb(), 1)}
-    inner = [load_graph(f, collection) for f in inner_files]
-    got = cross_fit(system, fit_files, collection, inner, held, CROSS_EPOCHS[kind])
+    got = cross_fit(system, train, collection, held, seed)
     got.pop("scores")
-    return {**out, **got, "fit_files": len(fit_files), "inner_files": len(inner_files),
-            "settings": settings, "peak_rss_mb": round(peak_rss_mb(), 1)}
+    return {**out, **got, "settings": settings, "peak_rss_mb": round(peak_rss_mb(), 1)}
 
 
 def cross_record(data: str, seeds: list[int], threads: int, results: list[dict],
@@ -840,7 +762,7 @@ def authors_epochs(system: str, collection_id: str, train_files: int) -> dict[st
         settings = OFFICIAL[collection_id]
         return {"original": settings["epochs"] if settings["epochs"] is not None
                 else round(settings["max_steps"] / train_files, 1)}
-    return {"default": get_system(system).defaults()[EPOCH_SETTING[system]]}
+    return {"default": get_system(system).defaults()[get_system(system).epoch_setting]}
 
 
 def run_scale(work: Path, per_collection: int, systems: list[str] | None = None,

@@ -38,11 +38,9 @@ import numpy as np
 from provenance import write_record
 from systems import (
     CROSS_EPOCHS,
-    EPOCH_SETTING,
     THREADS,
     colour_of,
     cross_fit,
-    cross_split,
     finish_curves,
     held_tau_recorder,
     in_fresh_process,
@@ -91,7 +89,7 @@ def kernel_task(task: dict) -> dict:
     def make(seed, **settings):
         return get_system(task["system"])(seed=seed, threads=task["threads"], **settings)
 
-    key = EPOCH_SETTING.get(task["system"])
+    key = get_system(task["system"]).epoch_setting
     in_kernel = []
     started = time.perf_counter()
     for seed in task["seeds"]:
@@ -146,10 +144,8 @@ def kernel_task(task: dict) -> dict:
                 score = system.score(graph)
             else:
                 # The cross-graph rule on the other 14 kernels (bench/systems.py).
-                fit_files, inner_files = cross_split(files[:i] + files[i + 1:], seed)
-                got = cross_fit(make(seed, **{key: CROSS_EPOCHS["tile"]}), fit_files,
-                                collection, [load_graph(f) for f in inner_files], [graph],
-                                CROSS_EPOCHS["tile"])
+                got = cross_fit(make(seed, **{key: CROSS_EPOCHS["tile"]}),
+                                files[:i] + files[i + 1:], collection, [graph], seed)
                 score = got["scores"][0]
                 rule = {k: got[k] for k in ("kept_epoch", "stopped_epoch", "train_cpu_s")}
             per_kernel[graph.graph_id] = {
@@ -244,6 +240,7 @@ def main() -> None:
     from xlarank.data.distinct import distinct_configs
     from xlarank.data.graph import load_graph
     from xlarank.data.xla import import_records
+    from xlarank.systems import get_system
 
     with tempfile.TemporaryDirectory() as tmp:
         graphs = import_records([args.record], Path(tmp) / "kernels", drop_failed_runs=True)
@@ -259,7 +256,7 @@ def main() -> None:
             if system in done:
                 results[system] = done[system]
                 continue
-            key = EPOCH_SETTING.get(system)
+            key = get_system(system).epoch_setting
             settings = {key: CROSS_EPOCHS["tile"]} if key else {}
             got = in_fresh_process(kernel_task, {"system": system, "files": files,
                                                  "seeds": seeds, "threads": args.threads})

@@ -17,32 +17,6 @@ finally:
     sys.path.remove(str(ROOT / "bench"))
 
 
-def test_repeat_noise_is_the_median_gap_of_each_repeated_configs_first_two_runs():
-    # Config 0: 100, 104 (then 150, not counted); config 2: 200, 190; 1 and 3 once.
-    runtime = np.array([100, 110, 200, 104, 300, 190, 150], np.int64)
-    group = np.array([0, 1, 2, 0, 3, 2, 0])
-    assert autotune.repeat_noise(runtime, group) == (7.0, 2)  # median of 4 and 10
-
-
-def test_repeat_noise_without_repeats_is_unknown_not_zero():
-    assert autotune.repeat_noise(np.array([5.0, 6.0]), np.array([0, 1])) == (None, 0)
-
-
-def test_repeat_tau_orders_each_repeated_configs_two_runs():
-    # Configs 0, 1, 2 measured twice: first runs 1, 2, 3, second runs 1, 3, 2: of the 3
-    # pairs, 2 agree and 1 does not.
-    runtime = np.array([1.0, 2.0, 3.0, 1.0, 3.0, 2.0])
-    group = np.array([0, 1, 2, 0, 1, 2])
-    assert autotune.repeat_tau(runtime, group) == pytest.approx(1 / 3)
-    assert autotune.repeat_tau(runtime[:4], group[:4]) is None  # one config twice
-
-
-def test_within_noise_keeps_the_best_and_its_ties_when_the_noise_is_unknown():
-    runtime = np.array([100.0, 107.0, 108.0, 100.0])
-    assert autotune.within_noise(runtime, 7.0).tolist() == [True, True, False, True]
-    assert autotune.within_noise(runtime, None).tolist() == [True, False, False, True]
-
-
 def test_regret_at_reads_the_curve_at_each_budget_share():
     # 100 distinct configs: 2% -> 2 measurements; 5% -> 5; 10% and 20% past the curve's
     # 5 measurements read its end.

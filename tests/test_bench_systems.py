@@ -1,12 +1,11 @@
-"""bench/systems.py's cross-graph rule (the curves part): the inner split, the held-out
-sample, the early-stopping replay and the summary's times, against hand-worked examples;
-and the page's rendering of it."""
+"""bench/systems.py's cross-graph part (the curves): the held-out sample, the held graphs'
+curve around the library's rule (`xlarank.systems.cross`) and the summary's times,
+against hand-worked examples; and the page's rendering of it."""
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,27 +25,6 @@ def point(epoch: int, inner: float, held: float, cpu: float) -> dict:
             "seconds": cpu, "cpu_seconds": cpu}
 
 
-def burn(cpu_seconds: float) -> None:
-    """Spin until this process has used ``cpu_seconds`` more CPU time."""
-    until = time.process_time() + cpu_seconds
-    while time.process_time() < until:
-        sum(range(1000))
-
-
-def test_the_inner_split_is_seeded_disjoint_and_capped():
-    files = [Path(f"f{i:03d}.npz") for i in range(30)]
-    fit, inner = systems.cross_split(files, 0)
-    assert len(inner) == 6 and len(fit) == 24
-    assert set(fit) | set(inner) == set(files) and not set(fit) & set(inner)
-    assert systems.cross_split(list(reversed(files)), 0) == (fit, inner)
-    assert systems.cross_split(files, 1)[1] != inner
-    many = [Path(f"k{i:03d}.npz") for i in range(400)]
-    assert len(systems.cross_split(many, 0)[1]) == systems.CROSS_MOST_GRAPHS
-    assert len(systems.cross_split(files[:2], 0)[1]) == 1
-    with pytest.raises(ValueError, match="2 train files"):
-        systems.cross_split(files[:1], 0)
-
-
 def test_the_held_out_sample_is_the_same_for_every_seed():
     few = [Path(f"v{i}.npz") for i in range(8)]
     assert systems.held_out_files(few) == sorted(few)
@@ -54,19 +32,6 @@ def test_the_held_out_sample_is_the_same_for_every_seed():
     picked = systems.held_out_files(many)
     assert len(picked) == systems.CROSS_MOST_GRAPHS and picked == sorted(picked)
     assert systems.held_out_files(list(reversed(many))) == picked
-
-
-def test_early_stopping_replays_the_in_graph_rule():
-    # Gains of at least 0.005 reset the wait; three checkpoints without one stop.
-    inner = [0.10, 0.20, 0.203, 0.21, 0.30, 0.301, 0.302, 0.303, 0.50]
-    curve = [point(i + 1, v, 0.0, float(i)) for i, v in enumerate(inner)]
-    # The reference is 0.30 (epoch 5); 0.301, 0.302, 0.303 gain less: stop at epoch 8,
-    # keeping the best so far (epoch 8's 0.303), never seeing the 0.50 after it.
-    assert systems.early_stop(curve) == (7, 7)
-    # 0.203 gains less than 0.005 over 0.20, but 0.21 does over the reference 0.20.
-    assert systems.early_stop(curve[:4]) == (3, 3)
-    falling = [point(i + 1, v, 0.0, float(i)) for i, v in enumerate([0.4, 0.3, 0.2, 0.1, 0.5])]
-    assert systems.early_stop(falling) == (0, 3)
 
 
 def test_the_summary_times_each_plateau_against_xlarank():
@@ -146,58 +111,23 @@ def test_a_cross_graph_checkpoint_scores_with_that_epochs_weights(tiny_data):
         assert (plain.score(graph) == system.score(graph)).all()
 
 
-def test_cross_fit_keeps_the_scores_of_the_epoch_the_rule_keeps(tiny_data):
-    """A stand-in system whose epoch e orders the configs by runtime for the inner graphs
-    (inner headline rising, then flat) and scores held graphs by epoch: the kept epoch's
-    held-out scores come back, and the callbacks' held scoring is not training time."""
-    from xlarank.data.collections import get_collection, split_files
-    from xlarank.data.graph import load_graph
+def test_cross_fit_adds_the_held_graphs_headline_at_each_checkpoint(tiny_data):
+    """The bench's curve is the library rule's, with the held graphs' headline (mean and
+    median over graphs) at each checkpoint and the kept epoch's figures."""
+    from test_systems_cross import Stepped, layout_train
+    from xlarank.evaluate import graph_headline
 
-    collection = get_collection("layout:xla:random")
-    graphs = [load_graph(f, collection) for f in split_files(tiny_data, collection, "train")]
-    inner, held = graphs[:2], graphs[2:3]
-    inner_ids = {id(g) for g in inner}
-
-    class Stepped:
-        name = "stepped"
-        epoch = 0
-
-        def __init__(self, epochs=7):
-            self.epochs = epochs
-
-        def fit(self, files, collection, on_epoch):
-            for epoch in range(1, self.epochs + 1):
-                self.epoch = epoch
-                on_epoch({"epoch": epoch})
-            return self
-
-        def score(self, graph):
-            runtime = graph.config_runtime.astype(float)
-            if id(graph) in inner_ids:
-                burn(0.03)
-                # Faster first from epoch 3 on: the inner tau climbs to 1, then holds.
-                return -runtime if self.epoch >= 3 else runtime * (3 - self.epoch)
-            burn(0.2)
-            return np.full(graph.n_configs, float(self.epoch))
-
-    got = systems.cross_fit(Stepped(), [], collection, inner, held, 7)
-    inner_curve = [p["inner"] for p in got["curve"]]
-    assert inner_curve[2:] == [1.0] * 5 and inner_curve[0] < 0
-    # Epoch 3 is the best; epochs 4, 5, 6 gain nothing: stopped at 6, epoch 3 kept.
-    assert (got["kept_epoch"], got["stopped_epoch"]) == (3, 6)
-    assert len(got["scores"]) == 1 and (got["scores"][0] == 3.0).all()
-    cpu = [p["cpu_seconds"] for p in got["curve"]]
-    assert cpu == sorted(cpu) and got["train_cpu_s"] == got["curve"][5]["cpu_seconds"]
-    # Inner scoring (2 graphs x 0.03 CPU s an epoch) counts; held scoring (0.2) does not.
-    assert 7 * 2 * 0.03 - 0.02 <= cpu[-1] < 7 * 2 * 0.03 + 0.5
-    with pytest.raises(RuntimeError, match="7 checkpoints of a 8-epoch fit"):
-        systems.cross_fit(Stepped(), [], collection, inner, held, 8)
-    # With a long budget the fit ends CROSS_AFTER_STOP epochs past the rule's stop.
-    long = systems.cross_fit(Stepped(30), [], collection, inner, held, 30)
-    assert len(long["curve"]) == 6 + systems.CROSS_AFTER_STOP
-    assert (long["kept_epoch"], long["stopped_epoch"]) == (3, 6)
-
-
+    collection, files, graphs = layout_train(tiny_data)
+    held = graphs[:2]
+    Stepped.held_ids = {id(g) for g in held}
+    got = systems.cross_fit(Stepped(seed=0, epochs=30), files, collection, held, seed=0)
+    assert len(got["curve"]) == got["stopped"] + 1 + systems.CROSS_AFTER_STOP
+    for point in got["curve"]:
+        values = [graph_headline(g, np.full(g.n_configs, 0.0) + point["epoch"]) for g in held]
+        assert point["held"] == round(float(np.mean(values)), 4)
+    assert got["metric"] == got["curve"][got["kept"]]["held"]
+    assert all((s == float(got["kept_epoch"])).all() for s in got["scores"])
+    assert got["fit_files"] + got["inner_files"] == len(files)
 def test_the_curve_figures_draw_a_line_per_rate_and_a_point_per_unstepped_seed(tmp_path):
     from PIL import Image
 

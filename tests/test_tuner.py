@@ -21,9 +21,13 @@ from xlarank.rank.strategies import (
     COLD_START,
     EXPLOIT,
     EXPLORE,
+    AutotvmStrategy,
     BoosterStrategy,
+    GreedyStrategy,
     RandomStrategy,
+    TpeStrategy,
     TunerStrategy,
+    choice_options,
     make_strategy,
     max_min_hamming,
     parse_strategy_options,
@@ -295,7 +299,7 @@ def test_strategies_by_name_with_settings_from_text():
     from xlarank.errors import XlarankError
 
     for name, options, message in [
-            ("nope", [], "unknown strategy 'nope'; known: booster, random"),
+            ("nope", [], "unknown strategy 'nope'; known: booster, random, greedy, autotvm, tpe"),
             ("booster", ["kapa=1"], "unknown setting 'kapa'; known: bootstraps, kappa"),
             ("booster", ["kappa=nan"], "kappa must be finite"),
             ("booster", ["kappa=inf"], "kappa must be finite"),
@@ -373,3 +377,107 @@ def test_suggest_chooses_its_strategy_by_name(unet3d, samples, tmp_path):
                                  "--strategy-option", "kappa=nan"])
     assert result.exit_code != 0 and "kappa must be finite" in result.output
     assert not (tmp_path / "bad.csv").exists()
+
+
+PEERS = [GreedyStrategy(), AutotvmStrategy(), TpeStrategy()]
+
+
+@pytest.mark.parametrize("strategy", PEERS, ids=lambda s: s.name)
+def test_each_peer_asks_unmeasured_distinct_configs_and_repeats_itself(unet3d, strategy):
+    """The peers are tuner strategies: the tuner's promise (distinct, none a copy of a
+    measured config) holds for them, and one seed and one measured table give one
+    answer."""
+    group = distinct_configs(unet3d).group
+    tuner = Tuner(unet3d, seed=2, threads=1, strategy=strategy)
+    first = tuner.suggest(8)
+    assert set(first["reason"]) == {COLD_START}
+    replay(tuner, unet3d, 3, 8)
+    measured = group[tuner.measured["config_index"].to_numpy()]
+    assert len(set(measured.tolist())) == 24
+    again = Tuner(unet3d, seed=2, threads=1, strategy=strategy)
+    again.tell_table(tuner.measured)
+    table = tuner.suggest(8)
+    pd.testing.assert_frame_equal(table, again.suggest(8))
+    assert len(set(group[table["config_index"]])) == 8
+    assert not set(group[table["config_index"]]) & set(measured.tolist())
+    assert set(table["reason"]) <= {EXPLOIT, EXPLORE}
+
+
+def test_greedy_takes_rank_graphs_best_unmeasured_configs(unet3d):
+    from xlarank import rank_graph
+
+    tuner = Tuner(unet3d, seed=4, threads=1, strategy=GreedyStrategy())
+    replay(tuner, unet3d, 2, 8)
+    ranked = rank_graph(unet3d, tuner.measured, seed=4, threads=1)
+    group = distinct_configs(unet3d).group
+    measured = set(group[tuner.measured["config_index"]].tolist())
+    expected = []
+    for index in ranked["config_index"].tolist():  # the plain walk down rank-graph's list
+        if group[index] not in measured and group[index] not in {group[e] for e in expected}:
+            expected.append(index)
+    picks = tuner.suggest(6)["config_index"].tolist()
+    assert [group[p] for p in picks] == [group[e] for e in expected[:6]]
+
+
+def test_autotvm_exploits_its_ranker_or_draws_at_random_by_epsilon(unet3d):
+    greedy = Tuner(unet3d, seed=5, threads=1, strategy=AutotvmStrategy(epsilon=0.0))
+    replay(greedy, unet3d, 2, 8)
+    table = greedy.suggest(8)
+    assert set(table["reason"]) == {EXPLOIT}
+    assert table["score"].is_monotonic_decreasing
+    explorer = greedy.with_seed(5, AutotvmStrategy(epsilon=1.0))
+    explorer.tell_table(greedy.measured)
+    assert set(explorer.suggest(8)["reason"]) == {EXPLORE}
+    from xlarank.errors import XlarankError
+
+    for bad in ({"epsilon": 1.5}, {"rounds": 0}, {"depth": 2.5}, {"learning_rate": -1.0}):
+        with pytest.raises(XlarankError, match="AutotvmStrategy"):
+            AutotvmStrategy(**bad)
+
+
+def test_tpe_choices_are_each_nodes_distinct_layouts(unet3d, tiny_data):
+    """The TPE space against a plain reference: per configurable node, the distinct
+    18-column rows among the distinct configs, numbered in sorted order."""
+    tuner = Tuner(unet3d, seed=0, threads=1, strategy=TpeStrategy())
+    options = choice_options(tuner)
+    rows = unet3d.node_config_feat[tuner.distinct.first]
+    expected = []
+    for node in range(rows.shape[1]):
+        seen = sorted({tuple(r) for r in rows[:, node, :].tolist()})
+        if len(seen) > 1:
+            expected.append([seen.index(tuple(r)) for r in rows[:, node, :].tolist()])
+    np.testing.assert_array_equal(options, np.array(expected).T)
+    graph = tile_graph(tiny_data)
+    tile = Tuner(graph, seed=0, threads=1, strategy=TpeStrategy())
+    values = tile.raw[tile.distinct.first]
+    for j in range(choice_options(tile).shape[1]):
+        assert len(np.unique(choice_options(tile)[:, j])) > 1
+    assert choice_options(tile).shape[1] == int((np.ptp(values, axis=0) > 0).sum())
+
+
+def test_tpe_without_optuna_is_refused_naming_the_extra(unet3d, monkeypatch):
+    import sys
+
+    from xlarank.errors import XlarankError
+
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna fails
+    tuner = Tuner(unet3d, seed=0, threads=1, strategy=TpeStrategy())
+    with pytest.raises(XlarankError, match=r"tpe strategy needs optuna: .*xlarank\[tpe\]"):
+        tuner.suggest(4)
+
+
+def test_suggest_runs_each_peer_by_name(unet3d, samples, tmp_path):
+    runner = CliRunner()
+    path = sample(samples, UNET3D)
+    measured = tmp_path / "m.csv"
+    rows = np.arange(0, 60, 3)
+    pd.DataFrame({"config_index": rows, "runtime": unet3d.config_runtime[rows]}).to_csv(
+        measured, index=False)
+    for name in ("greedy", "autotvm", "tpe"):
+        out = tmp_path / f"{name}.csv"
+        result = runner.invoke(app, ["suggest", str(path), "--measured", str(measured),
+                                     "--batch", "4", "--out", str(out), "--strategy", name,
+                                     "--threads", "1"])
+        assert result.exit_code == 0, result.output
+        table = pd.read_csv(out)
+        assert len(table) == 4 and not set(table["config_index"]) & set(rows.tolist())

@@ -8,7 +8,7 @@ extra to install.
 - jax (``xlarank[gnn]``): training the gnn and gru families' weights, the GNN systems,
   `xlarank measure`.
 - dask and distributed (``xlarank[dask]``): the Dask engine.
-- optuna (``xlarank[bench]``): bench/autotune.py's TPE peer, which is skipped without it.
+- optuna (``xlarank[tpe]``): the tuner's TPE strategy (``xlarank suggest --strategy tpe``).
 """
 
 from __future__ import annotations
@@ -59,10 +59,11 @@ def require_dask():
     return distributed
 
 
-def optuna_available() -> bool:
-    """Whether optuna imports (bench/autotune.py runs its TPE peer only then)."""
+def require_optuna(purpose: str = "the tpe strategy"):
+    """optuna, for Optuna's TPE sampler."""
     try:
-        import optuna  # noqa: F401
+        import optuna
     except ImportError:
-        return False
-    return True
+        raise XlarankError(f"{purpose} needs optuna: pip install 'xlarank[tpe]'") from None
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    return optuna

@@ -18,6 +18,7 @@ import pandas as pd
 
 from xlarank.atomic import atomic_path, check_output
 from xlarank.data.collections import COLLECTIONS
+from xlarank.data.graph import TileGraph
 from xlarank.errors import MismatchError, XlarankError, XlarankWarning
 from xlarank.files import read_structured
 from xlarank.frame import group_sizes
@@ -40,6 +41,18 @@ def headline_metric(is_tile: bool) -> str:
 def headline_label(is_tile: bool) -> str:
     """The headline metric in words: "1 - slowdown@5" (tile) or "Kendall tau" (layout)."""
     return HEADLINE_LABELS[headline_metric(is_tile)]
+
+
+def graph_headline(graph, score: np.ndarray, runtime: np.ndarray | None = None) -> float:
+    """The headline of one graph's scores: Kendall tau on a layout graph (0 where either
+    side is constant), 1 - slowdown@5 on a tile graph (on runtime / normalizer). score
+    float (n_configs,), higher is faster; runtime (n_configs,), the graph's own when
+    None."""
+    runtime = graph.config_runtime if runtime is None else runtime
+    if isinstance(graph, TileGraph):
+        return 1.0 - slowdown_at(score, runtime / graph.config_runtime_normalizers, 5)
+    value = kendall_tau(score, runtime)
+    return 0.0 if np.isnan(value) else value
 
 
 def load_eval_indices(path: str | Path) -> dict[str, list[int]]:

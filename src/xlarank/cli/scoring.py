@@ -121,11 +121,14 @@ def suggest(
                                       "suggestions.")] = 0,
     strategy: Annotated[str, typer.Option(
         help="How configs are picked: booster (the in-graph booster after a diverse cold "
-             "start, random on tile graphs) or random (random search).")] = "booster",
+             "start, random on tile graphs), random (random search), or a peer: greedy "
+             "(rank-graph's top), autotvm (XGBoost pairwise on the raw config columns), "
+             "tpe (Optuna's TPE; pip install 'xlarank[tpe]').")] = "booster",
     strategy_option: Annotated[list[str] | None, typer.Option(
         "--strategy-option", metavar="KEY=VALUE",
         help="A setting of the strategy, repeatable: booster takes bootstraps, kappa, "
-             "random_share, diversity, important, cold (auto, diverse or random).")] = None,
+             "random_share, diversity, important, cold (auto, diverse or random); autotvm "
+             "epsilon, rounds, depth, learning_rate; tpe startup.")] = None,
     threads: OwnThreadsOption = 0,
 ) -> None:
     """Which configs to measure next: distinct configs, none a duplicate of a measured

@@ -22,9 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import kendalltau
 
-from xlarank.data.distinct import row_groups
+from xlarank.data.distinct import repeat_tau, row_groups
 from xlarank.data.graph import LayoutGraph, load_graph
 from xlarank.errors import XlarankError
 
@@ -84,7 +83,7 @@ def config_stats(node_feat: np.ndarray, config_ids: np.ndarray, configs: np.ndar
     labelled = bool(runtime.any())
     stats["runtime_spread"] = (float(runtime.max() / max(1, runtime.min())) if labelled
                                else None)
-    stats["repeat_tau"] = _repeat_tau(group, runtime) if labelled else None
+    stats["repeat_tau"] = repeat_tau(runtime, group, MIN_REPEATED) if labelled else None
     return stats
 
 
@@ -93,21 +92,6 @@ def _distinct_per_node(layouts: np.ndarray) -> np.ndarray:
     digits = (layouts.astype(np.int64) + 1) * (7 ** np.arange(6))
     codes = np.sort(digits.sum(axis=2), axis=0)
     return 1 + (np.diff(codes, axis=0) != 0).sum(axis=0)
-
-
-def _repeat_tau(group: np.ndarray, runtime: np.ndarray) -> float | None:
-    """Kendall tau of first vs second measurement (in file order) of repeated configs."""
-    order = np.argsort(group, kind="stable")
-    g = group[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    sizes = np.diff(np.r_[starts, len(g)])
-    repeated = starts[sizes >= 2]
-    if len(repeated) < MIN_REPEATED:
-        return None
-    a = runtime[order[repeated]].astype(np.float64)
-    b = runtime[order[repeated + 1]].astype(np.float64)
-    tau = kendalltau(a, b).statistic
-    return None if not np.isfinite(tau) else float(tau)
 
 
 # ---------------------------------------------------------------- tile kernels

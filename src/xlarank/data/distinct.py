@@ -103,3 +103,53 @@ def distinct_configs(graph: TileGraph | LayoutGraph) -> DistinctConfigs:
     and the runtimes their medians come from)."""
     first, group = row_groups(config_columns(graph))
     return DistinctConfigs(first, group, np.asarray(graph.config_runtime, np.float64))
+
+
+# ---------------------------------------------------------------- repeat noise
+# A config measured more than once says how far two measurements of one config differ:
+# the ceiling of any ranking of those configs, and the margin within which two configs
+# are equally fast.
+
+def first_two_runs(runtime: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float64 (r,) twice: the first and second measurement, in file order, of each of
+    the r configs measured twice or more (runtime (n_configs,) every measurement, group
+    (n_configs,) each measurement's distinct config)."""
+    order = np.argsort(group, kind="stable")  # file order kept within a config
+    g, r = np.asarray(group)[order], np.asarray(runtime, np.float64)[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    counts = np.diff(np.r_[starts, len(g)])
+    twice = starts[counts >= 2]
+    return r[twice], r[twice + 1]
+
+
+def repeat_noise(runtime: np.ndarray, group: np.ndarray) -> tuple[float | None, int]:
+    """(noise, repeated): noise in the runtime's unit, the median over the configs
+    measured twice or more of |r1 - r2|, their first two measurements in file order (None
+    when no config is measured twice: unknown, not zero); repeated, the number of such
+    configs. runtime, group as in `first_two_runs`."""
+    first, second = first_two_runs(runtime, group)
+    if len(first) == 0:
+        return None, 0
+    return float(np.median(np.abs(first - second))), int(len(first))
+
+
+def repeat_tau(runtime: np.ndarray, group: np.ndarray, min_repeated: int = 3
+               ) -> float | None:
+    """Kendall tau-b between the first and second measurements of the configs measured
+    twice or more (runtime, group as in `first_two_runs`): how far two measurements agree
+    on their order; None under ``min_repeated`` such configs or where either side is
+    constant."""
+    from xlarank.metrics import kendall_tau
+
+    first, second = first_two_runs(runtime, group)
+    if len(first) < max(2, min_repeated):
+        return None
+    tau = kendall_tau(-first, second)  # kendall_tau reads a score: higher is faster
+    return float(tau) if np.isfinite(tau) else None
+
+
+def within_noise(runtime: np.ndarray, noise: float | None) -> np.ndarray:
+    """bool (n,): the configs (median runtimes (n,)) within the noise of the best,
+    runtime <= best + noise; an unknown noise (None) counts as 0: the best and its
+    ties."""
+    return runtime <= runtime.min() + (noise or 0.0)

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import pandas as pd
 
-from xlarank.data.graph import TileGraph
+from xlarank.compat import require_optuna
+from xlarank.data.graph import LayoutGraph, TileGraph
 from xlarank.errors import XlarankError
-from xlarank.rank.ingraph import rank_target
+from xlarank.rank.ingraph import rank_graph, rank_target
 
 if TYPE_CHECKING:
     from xlarank.rank.tuner import Tuner
@@ -202,9 +203,181 @@ class RandomStrategy(TunerStrategy):
                            [EXPLORE] * k)
 
 
+def _random_start(tuner, free: np.ndarray, k: int, rng: np.random.Generator,
+                  reason: str = COLD_START) -> pd.DataFrame:
+    """k of ``free`` drawn uniformly: the peers' first batch, as their authors start."""
+    nan = [np.nan] * k
+    return suggestions(tuner.distinct.first[rng.permutation(free)[:k]], nan, nan,
+                       [reason] * k)
+
+
+@dataclass(frozen=True)
+class GreedyStrategy(TunerStrategy):
+    """Greedy rank-graph top-K ("greedy"), a peer: `xlarank.rank_graph` refitted on every
+    measurement each batch, its best unmeasured configs (the first batch random). What a
+    user who only has rank-graph would do; no settings."""
+
+    name: ClassVar[str] = "greedy"
+
+    def cold_start(self, tuner, free, measured, k, rng):
+        return _random_start(tuner, free, k, rng)
+
+    def batch(self, tuner, free, medians, k, rng):
+        ranked = rank_graph(tuner.graph, tuner.measured, seed=tuner.seed,
+                            threads=tuner.threads)
+        order = tuner.distinct.group[ranked["config_index"].to_numpy(np.int64)]
+        order = order[np.isin(order, free)]
+        # Copies of one config share its place: the first of each, best first.
+        picks = order[np.sort(np.unique(order, return_index=True)[1])][:k]
+        score = ranked.set_index("config_index")["score"]
+        first = tuner.distinct.first[picks]
+        return suggestions(first, score.loc[first].to_numpy(), [np.nan] * len(picks),
+                           [EXPLOIT] * len(picks))
+
+
+@dataclass(frozen=True)
+class AutotvmStrategy(TunerStrategy):
+    """AutoTVM-style ("autotvm"), a peer after AutoTVM's XGBoost cost model with
+    epsilon-greedy batches: an XGBoost rank:pairwise ranker on the raw config columns that
+    vary, refitted on the measured distinct configs each batch; each slot of a batch its
+    best predicted unmeasured config, or with probability ``epsilon`` a random one (the
+    first batch random). rounds, depth and learning_rate are the ranker's."""
+
+    name: ClassVar[str] = "autotvm"
+    epsilon: float = 0.05
+    rounds: int = 100
+    depth: int = 6
+    learning_rate: float = 0.1
+
+    def __post_init__(self):
+        _check_numbers(self, {"epsilon": self.epsilon, "learning_rate": self.learning_rate},
+                       {"rounds": self.rounds, "depth": self.depth})
+        if (not 0 <= self.epsilon <= 1 or not self.learning_rate > 0
+                or not float(self.rounds).is_integer() or not self.rounds >= 1
+                or not float(self.depth).is_integer() or not self.depth >= 1):
+            raise XlarankError(f"{self}: epsilon in [0, 1], learning_rate > 0, rounds and "
+                               "depth whole numbers >= 1")
+
+    def cold_start(self, tuner, free, measured, k, rng):
+        return _random_start(tuner, free, k, rng)
+
+    def batch(self, tuner, free, medians, k, rng):
+        import xgboost as xgb
+
+        groups = medians.index.to_numpy(np.int64)
+        x = tuner.raw[tuner.distinct.first].astype(np.float32)
+        model = xgb.XGBRanker(objective="rank:pairwise", n_estimators=int(self.rounds),
+                              max_depth=int(self.depth), learning_rate=self.learning_rate,
+                              nthread=tuner.threads or 0, random_state=tuner.seed)
+        # Relevance: the faster, the higher (ranks of minus the runtime).
+        relevance = np.argsort(np.argsort(-medians.to_numpy(), kind="stable"))
+        model.fit(x[groups], relevance, qid=np.zeros(len(groups), np.int64))
+        score = model.predict(x[free]).astype(np.float64)
+        by_score = np.argsort(-score, kind="stable")
+        taken = np.zeros(len(free), bool)
+        chosen, reasons = [], []
+        for _ in range(k):
+            if rng.random() < self.epsilon:
+                pick = int(rng.choice(np.flatnonzero(~taken)))
+                reasons.append(EXPLORE)
+            else:
+                pick = int(by_score[~taken[by_score]][0])
+                reasons.append(EXPLOIT)
+            taken[pick] = True
+            chosen.append(pick)
+        chosen_arr = np.array(chosen, np.int64)
+        return suggestions(tuner.distinct.first[free[chosen_arr]], score[chosen_arr],
+                           [np.nan] * k, reasons)
+
+
+@dataclass(frozen=True)
+class TpeStrategy(TunerStrategy):
+    """Optuna's TPE ("tpe"), a peer; needs optuna (``pip install 'xlarank[tpe]'``).
+
+    The search space is one categorical parameter per choice the graph offers: on a layout
+    graph each configurable node, whose options are its distinct 18-column rows among the
+    configs; on a tile graph each raw config column that varies, whose options are its
+    values. A proposal is snapped to the nearest unmeasured distinct config in that space
+    (Hamming distance, ties to the lowest id), since the graph's configs are all that can
+    be measured, and the snapped config is what is told back. The study is rebuilt from
+    the measured table at each batch (TPE's model is the trials, not hidden state), with
+    a constant liar so one batch spreads; TPE starts with ``startup`` random trials, the
+    first batch among them."""
+
+    name: ClassVar[str] = "tpe"
+    startup: int = 10
+
+    def __post_init__(self):
+        _check_numbers(self, {}, {"startup": self.startup})
+        if not float(self.startup).is_integer() or not self.startup >= 1:
+            raise XlarankError(f"{self}: startup a whole number >= 1")
+
+    def cold_start(self, tuner, free, measured, k, rng):
+        return self._propose(tuner, free, pd.Series(dtype=np.float64), k, rng)
+
+    def batch(self, tuner, free, medians, k, rng):
+        return self._propose(tuner, free, medians, k, rng)
+
+    def _propose(self, tuner, free, medians, k, rng) -> pd.DataFrame:
+        optuna = require_optuna("the tpe strategy")
+        from optuna.distributions import CategoricalDistribution
+        from optuna.trial import TrialState, create_trial
+
+        options = choice_options(tuner)
+        names = [f"choice{j}" for j in range(options.shape[1])]
+        space = {name: CategoricalDistribution(list(range(int(options[:, j].max()) + 1)))
+                 for j, name in enumerate(names)}
+        sampler = optuna.samplers.TPESampler(seed=int(rng.integers(2**31)),
+                                             n_startup_trials=int(self.startup),
+                                             constant_liar=True)
+        study = optuna.create_study(sampler=sampler)
+        study.add_trials([create_trial(params=dict(zip(names, options[g].tolist())),
+                                       distributions=space, value=float(np.log(runtime)))
+                          for g, runtime in medians.items()])
+        open_ = np.ones(len(free), bool)
+        chosen = []
+        for _ in range(k):
+            trial = study.ask(space)
+            wanted = np.array([trial.params[name] for name in names])
+            distance = np.where(open_, (options[free] != wanted).sum(axis=1),
+                                np.iinfo(np.int64).max)
+            pick = int(np.argmin(distance))
+            open_[pick] = False
+            chosen.append(pick)
+            # The proposal itself may not be a config of the graph: what is measured is
+            # the snapped one, so the trial stays pending (a liar) with its parameters.
+            study.tell(trial, state=TrialState.FAIL)
+            study.add_trial(create_trial(
+                params=dict(zip(names, options[free[pick]].tolist())), distributions=space,
+                state=TrialState.RUNNING))
+        nan = [np.nan] * k
+        reason = COLD_START if len(medians) < 2 else EXPLORE
+        return suggestions(tuner.distinct.first[free[np.array(chosen, np.int64)]], nan, nan,
+                           [reason] * k)
+
+
+def choice_options(tuner) -> np.ndarray:
+    """int64 (n_distinct, p): each distinct config as one option id per choice the graph
+    offers (layout: per configurable node that varies, which of its distinct 18-column
+    rows; tile: per varying raw config column, which of its values)."""
+    first = tuner.distinct.first
+    graph = tuner.graph
+    if not isinstance(graph, LayoutGraph):
+        blocks = [tuner.raw[first][:, j] for j in range(tuner.raw.shape[1])]
+    else:
+        nodes = graph.node_config_feat[first]  # (n_distinct, n_config_nodes, 18)
+        blocks = [nodes[:, j, :] for j in range(nodes.shape[1])]
+    columns = [np.unique(block, axis=0, return_inverse=True)[1].ravel() for block in blocks]
+    columns = [ids for ids in columns if ids.max() > 0]
+    if not columns:  # one distinct config: nothing to choose
+        return np.zeros((len(first), 1), np.int64)
+    return np.stack(columns, axis=1).astype(np.int64)
+
+
 # name -> strategy class: ``xlarank suggest --strategy NAME``.
 STRATEGIES: dict[str, type[TunerStrategy]] = {
-    cls.name: cls for cls in (BoosterStrategy, RandomStrategy)}
+    cls.name: cls for cls in (BoosterStrategy, RandomStrategy, GreedyStrategy,
+                              AutotvmStrategy, TpeStrategy)}
 
 
 def make_strategy(name: str = "booster", options: dict | None = None) -> TunerStrategy:

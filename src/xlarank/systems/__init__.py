@@ -60,6 +60,9 @@ class RankingSystem(ABC):
     """
 
     name: str = ""
+    # The setting that counts a cross-graph fit's epochs (None: a system without training
+    # steps, fitted at once); the cross-graph rule (`xlarank.systems.cross`) sets it.
+    epoch_setting: str | None = None
 
     def __init__(self, seed: int = 0, threads: int | None = None, **settings):
         self.seed = seed

@@ -58,6 +58,7 @@ class GruSystem(RankingSystem):
     """The GRU runtime model with its readout as the ranker."""
 
     name = "gru"
+    epoch_setting = "epochs"
 
     @classmethod
     def defaults(cls) -> dict:

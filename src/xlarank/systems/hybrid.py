@@ -74,6 +74,7 @@ class HybridSystem(RankingSystem):
     """Graph metrics + trained gnn columns + HistGradientBoosting."""
 
     name = "hybrid"
+    epoch_setting = "gnn_epochs"
 
     @classmethod
     def defaults(cls) -> dict:

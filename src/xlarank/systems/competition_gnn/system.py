@@ -193,6 +193,7 @@ class CompetitionGnn(RankingSystem):
     for its settings beside the original's and the deviations)."""
 
     name = "competition-gnn"
+    epoch_setting = "epochs"
 
     @classmethod
     def defaults(cls) -> dict:

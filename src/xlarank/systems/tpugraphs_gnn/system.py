@@ -59,6 +59,7 @@ class TpuGraphsGnn(RankingSystem):
     the package docstring for settings and deviations)."""
 
     name = "tpugraphs-gnn"
+    epoch_setting = "epochs"
 
     @classmethod
     def defaults(cls) -> dict:
