@@ -16,20 +16,45 @@ import dataclasses
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
 import numpy as np
 import pandas as pd
 
 from xlarank.compat import require_optuna
+from xlarank.data.distinct import DistinctConfigs
 from xlarank.data.graph import LayoutGraph, TileGraph
 from xlarank.errors import XlarankError
 from xlarank.rank.ingraph import rank_graph, rank_target
 
-if TYPE_CHECKING:
-    from xlarank.rank.tuner import Tuner
-
 EXPLOIT, EXPLORE, COLD_START = "exploit", "explore", "cold-start"
+
+
+class TunerState(Protocol):
+    """What a strategy reads of the tuner (`xlarank.rank.tuner.Tuner` is one), so that
+    strategies need not import the tuner: the graph, its distinct configs
+    (`xlarank.data.distinct.DistinctConfigs`), ``raw`` float32 (n_configs, m) the raw
+    config columns that vary, ``prior_score`` float64 (n_configs,) or None, the input
+    names, the seed and threads, the measured table, and the tuner's booster fit."""
+
+    graph: TileGraph | LayoutGraph
+    distinct: DistinctConfigs
+    raw: np.ndarray
+    prior_score: np.ndarray | None
+    input_names: list[str]
+    seed: int
+    threads: int | None
+
+    @property
+    def measured(self) -> pd.DataFrame: ...
+
+    def fit_predict(self, groups: np.ndarray, target: np.ndarray, candidates: np.ndarray,
+                    salt: int = 0) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def log_runtimes(self, quantile: np.ndarray, sd: np.ndarray, medians: pd.Series
+                     ) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def signature(self, gain: np.ndarray, important: float) -> np.ndarray: ...
 
 
 class TunerStrategy(ABC):
@@ -40,8 +65,8 @@ class TunerStrategy(ABC):
       (or only equal runtimes) are measured, so no model can be fitted;
     - `batch`: the next configs once a model can be fitted on the measured table.
 
-    Both get the tuner (its distinct configs, inputs, prior score and boosters:
-    `Tuner.fit_predict`), ``free`` int64 (n_free,): the distinct configs not yet measured
+    Both get the tuner (`TunerState`: its distinct configs, inputs, prior score and
+    boosters: `Tuner.fit_predict`), ``free`` int64 (n_free,): the distinct configs not yet measured
     (ids into ``tuner.distinct``), k (1 <= k <= n_free) and a seeded generator; they
     return `suggestions` of k of ``free``'s configs, best first. A strategy is registered
     by its ``name`` in `STRATEGIES` (``xlarank suggest --strategy NAME``), and its
@@ -51,12 +76,12 @@ class TunerStrategy(ABC):
     name: ClassVar[str] = ""
 
     @abstractmethod
-    def cold_start(self, tuner: Tuner, free: np.ndarray, measured: np.ndarray, k: int,
+    def cold_start(self, tuner: TunerState, free: np.ndarray, measured: np.ndarray, k: int,
                    rng: np.random.Generator) -> pd.DataFrame:
         """The first configs: measured int64, the distinct configs measured so far."""
 
     @abstractmethod
-    def batch(self, tuner: Tuner, free: np.ndarray, medians: pd.Series, k: int,
+    def batch(self, tuner: TunerState, free: np.ndarray, medians: pd.Series, k: int,
               rng: np.random.Generator) -> pd.DataFrame:
         """The next configs: medians float64, the median runtime of each measured
         distinct config indexed by its id (sorted), at least two distinct runtimes."""
