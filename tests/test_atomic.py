@@ -190,6 +190,7 @@ def test_a_second_run_on_one_output_fails_at_once(racing_outputs, tmp_path, monk
     args = [out if a == "OUT" else a for a in racing_outputs[command]]
     refuse_all_work(monkeypatch)
     monkeypatch.setattr("xlarank.systems.rank_graph_with", refuse_work)
+    monkeypatch.setattr("xlarank.rank.ingraph.rank_graph", refuse_work)
     monkeypatch.setattr("xlarank.rank.search.tune_spec", refuse_work)
     started = time.perf_counter()
     with output_lock(out):

@@ -84,7 +84,7 @@ def rank_graph(
     combined by their median; each copy sits with the config it copies. xlarank chooses
     its graph-local model on the measured configs (--verbose says which)."""
     from xlarank.atomic import atomic_path, output_lock
-    from xlarank.rank.ingraph import InGraphChoice
+    from xlarank.rank.ingraph import InGraphChoice, rank_graph
     from xlarank.rank.measured import read_measured_rows
     from xlarank.systems import rank_graph_with
 
@@ -92,8 +92,10 @@ def rank_graph(
         check_outputs([out_csv], [graph, measured, prior])
         use_threads(threads)
         with output_lock(out_csv):
-            ranked = rank_graph_with(system, graph, read_measured_rows(measured), seed=seed,
-                                     prior=prior)
+            rows = read_measured_rows(measured)
+            # xlarank is the in-graph ranker itself; the dispatcher serves the peers.
+            ranked = (rank_graph(graph, rows, prior=prior, seed=seed) if system == "xlarank"
+                      else rank_graph_with(system, graph, rows, seed=seed, prior=prior))
             with atomic_path(out_csv) as tmp:
                 ranked.to_csv(tmp, index=False)
     if ctx.obj["verbose"] and "in_graph_model" in ranked.attrs:

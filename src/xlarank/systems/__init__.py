@@ -244,14 +244,17 @@ def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
                     threads: int | None = None, prior=None) -> pd.DataFrame:
     """`xlarank.rank.ingraph.rank_graph`'s table (every config best first) from the system
     named ``system`` trained inside the graph on ``measured`` (config_index, runtime: a
-    DataFrame, a dict of columns or a CSV path). Every system, xlarank's own included,
-    goes through `RankingSystem.rank_measured`; ``prior`` is xlarank's alone."""
-    from xlarank.rank.ingraph import check_threads
+    DataFrame, a dict of columns or a CSV path). xlarank is `rank_graph` itself (its one
+    in-graph path); a peer goes through `RankingSystem.rank_measured`. ``prior`` is
+    xlarank's alone."""
+    from xlarank.rank.ingraph import check_threads, rank_graph
     from xlarank.rank.measured import config_groups, graph_with_configs, measured_runtimes
     from xlarank.rank.measured import measured_table as as_table
 
     seed = check_seed(seed, "seed")
-    if prior is not None and system != "xlarank":
+    if system == "xlarank":
+        return rank_graph(graph, measured, prior=prior, seed=seed, threads=threads)
+    if prior is not None:
         raise XlarankError(f"--prior is xlarank's own option; system {system} takes none")
     cls = get_system(system)
     graph = graph_with_configs(graph)
@@ -259,5 +262,4 @@ def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
     threads = check_threads(threads)
     groups = config_groups(graph)
     runtime = measured_runtimes(graph, measured, groups)
-    ranker = cls(seed=seed, threads=threads, **({} if prior is None else {"prior": prior}))
-    return ranker.rank_measured(graph, runtime, groups)
+    return cls(seed=seed, threads=threads).rank_measured(graph, runtime, groups)

@@ -61,34 +61,39 @@ class BoosterSystem(RankingSystem):
         feature_spec = load_feature_spec(spec_path(booster_spec.features, "feature"))
         frame, meta = graphs_frame(files, collection, feature_spec)
         self.ranker_ = train_ranker(frame, meta, booster_spec, threads=self.threads or 0)
-        self.graph_runtime_ = None
+        self.graph_table_ = None
         return self
 
     def fit_graph(self, graph, runtime, on_epoch=None):
-        self.graph_runtime_ = runtime
+        """The graph-local booster fitted on ``runtime`` (measured medians by config
+        index), its whole ranked table kept (``graph_table_``, `rank_runtimes`'s) for
+        `score` and `rank_measured` of this graph."""
+        from xlarank.rank.ingraph import rank_runtimes
+        from xlarank.rank.measured import config_groups, graph_with_configs
+
+        graph = graph_with_configs(graph)
+        self.graph_table_ = rank_runtimes(graph, runtime, config_groups(graph),
+                                          prior=self.prior, seed=self.seed,
+                                          threads=self.threads)
+        self.graph_id_ = graph.graph_id
         self.ranker_ = None
         return self
 
     def rank_measured(self, graph, runtime, groups) -> pd.DataFrame:
         """The graph-local booster's table (`xlarank.rank.ingraph.rank_runtimes`), with its
         own fallback where it cannot order the unmeasured configs."""
-        from xlarank.rank.ingraph import rank_runtimes
-
-        self.fit_graph(graph, runtime)
-        return rank_runtimes(graph, runtime, groups, prior=self.prior, seed=self.seed,
-                             threads=self.threads)
+        return self.fit_graph(graph, runtime).graph_table_
 
     def score(self, graph: TileGraph | LayoutGraph) -> np.ndarray:
         if getattr(self, "ranker_", None) is not None:
             block = featurize_graph(graph, self.ranker_.feature_spec)
             return self.ranker_.predict(block)
-        runtime = getattr(self, "graph_runtime_", None)
-        if runtime is None:
+        table = getattr(self, "graph_table_", None)
+        if table is None:
             raise XlarankError("system xlarank: fit or fit_graph first")
-        from xlarank.rank.measured import config_groups, graph_with_configs
-
-        graph = graph_with_configs(graph)
-        table = self.rank_measured(graph, runtime, config_groups(graph))
+        if graph.graph_id != self.graph_id_ or graph.n_configs != len(table):
+            raise XlarankError(f"system xlarank: fitted inside graph {self.graph_id_}, "
+                               f"asked to score {graph.graph_id}")
         # The table's order, not its score column: scores tie beyond the measured range
         # and the rank breaks those ties by the booster's own score.
         score = np.empty(len(table))
