@@ -211,6 +211,9 @@ bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featuriz
 
 # docs/benchmarks.md is rendered from bench/published/*.json alone (each stamped with its
 # date, commit, machine and command), so it never holds a figure no command produced.
+bench-setup: ## time make demo and make test from a fresh clone of HEAD (about 20 min) -> bench/results/setup.json
+	$(PYTHON) bench/setup.py --out bench/results/setup.json
+
 bench-publish: $(VENV)/.installed ## copy bench/results/*.json to bench/published/, rewrite docs/benchmarks.md from them
 	$(BIN)/python bench/publish.py
 
@@ -237,7 +240,8 @@ $(DEMO_DATA)/synth.json: $(wildcard src/xlarank/data/synth/*.py) | $(VENV)/.inst
 # to DEMO_LOG, so what the demo prints is the table it promises; on a terminal each step
 # is named as it starts (the log keeps the detail), and a failure shows the log's end.
 # The previous run's log is kept as DEMO_LOG.prev. Commands off a terminal draw no
-# progress bars and wrap no lines.
+# progress bars and wrap no lines. The step names are read line by line by the shell:
+# Debian's awk (mawk) reads a pipe in blocks and named 13 steps at once, 50 s late.
 DEMO_REPORTS := reports/$(notdir $(DEMO_DATA))
 DEMO_LOG ?= $(DEMO_REPORTS)/demo.log
 demo: $(DEMO_DATA)/synth.json ## set up, then the whole pipeline on generated demo data: the table of results (steps logged to DEMO_LOG)
@@ -246,9 +250,10 @@ demo: $(DEMO_DATA)/synth.json ## set up, then the whole pipeline on generated de
 	if [ -t 1 ]; then show=1; else show=0; fi; \
 	{ $(MAKE) --no-print-directory -j2 evaluate report submission DATA=$(DEMO_DATA) 2>&1; \
 	  echo $$? > $(DEMO_LOG).status; } | tee $(DEMO_LOG) | \
-	  awk -v show=$$show 'show && $$1 == "$(XLARANK)" { \
-	      line = $$0; sub(/^[^ ]* /, "", line); sub(/ *\\$$/, "", line); \
-	      print "step: " line; fflush() }'; \
+	  while IFS= read -r line; do \
+	    case "$$line" in "$(XLARANK) "*) if [ $$show = 1 ]; then \
+	      step=$${line#"$(XLARANK) "}; printf 'step: %s\n' "$${step% \\}"; fi ;; esac; \
+	  done; \
 	status=$$(cat $(DEMO_LOG).status 2>/dev/null || echo 1); rm -f $(DEMO_LOG).status; \
 	if [ "$$status" = 0 ]; then \
 	    $(XLARANK) compare $(DEMO_REPORTS) && \

@@ -188,3 +188,39 @@ def inputs_of(models, tile_frames, tiny_data, spec_dir, repo_specs, tmp_path):
     return {"data": data, "npz": npz, "frame": frame, "valid": valid, "model": model,
             "measured": measured, "spec": spec, "features": features, "reports": reports,
             "summary": reports / "run.summary.json"}
+
+
+# A test that runs for minutes (a whole pipeline, a jax training) would leave `make test`
+# silent for that long: every HEARTBEAT_S seconds a line names it and its time so far.
+HEARTBEAT_S = 60
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    import threading
+    import time
+
+    reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+    done = threading.Event()
+    started = time.monotonic()
+
+    capture = item.config.pluginmanager.get_plugin("capturemanager")
+
+    def beat() -> None:
+        while not done.wait(HEARTBEAT_S):
+            # As pytest's live logging writes past the capture of a running test.
+            with capture.global_and_fixture_disabled():
+                reporter.write_line(f"  ... {item.nodeid} still running "
+                                    f"({time.monotonic() - started:.0f} s)")
+
+    thread = None
+    if (reporter is not None and capture is not None
+            and not hasattr(item.config, "workerinput")):
+        thread = threading.Thread(target=beat, daemon=True)
+        thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        if thread is not None:
+            thread.join()

@@ -69,6 +69,36 @@ def test_the_demo_names_each_step_as_it_starts_on_a_terminal(tmp_path):
     assert "featurize detail line" in log and "train detail line" in log
 
 
+def test_a_step_is_named_when_it_starts_not_when_the_pipeline_ends(tmp_path):
+    """The filter reads line by line: the first step's name shows while the pipeline
+    still runs (mawk's block reads held every name back to the end)."""
+    import time
+
+    args = stand_ins(tmp_path)
+    pipeline = tmp_path / "pipeline"
+    lines = pipeline.read_text().splitlines()
+    pipeline.write_text("\n".join(lines[:4] + ["sleep 3"] + lines[4:]) + "\n")
+    main, sub = pty.openpty()
+    started = time.monotonic()
+    proc = subprocess.Popen(["make", *args], cwd=ROOT, stdout=sub, stderr=sub)
+    os.close(sub)
+    out, first_step_at = b"", None
+    while True:
+        try:
+            piece = os.read(main, 4096)
+        except OSError:
+            break
+        if not piece:
+            break
+        out += piece
+        if first_step_at is None and b"step: featurize" in out:
+            first_step_at = time.monotonic() - started
+    assert proc.wait(timeout=60) == 0, out.decode()
+    os.close(main)
+    assert first_step_at is not None and first_step_at < 2.5, first_step_at
+    assert time.monotonic() - started >= 3  # the pipeline did run on after it
+
+
 def test_off_a_terminal_the_demo_prints_the_table_only(tmp_path):
     result = subprocess.run(["make", *stand_ins(tmp_path)], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)

@@ -1,19 +1,21 @@
 """xlarank: rank XLA compiler configurations by predicted runtime.
 
 Graph features from Numba kernels, gradient-boosted rankers (LightGBM, XGBoost) per
-TpuGraphs collection. The small public API:
+TpuGraphs collection. The public API, each name with an example in docs/api.md:
 
-    load_graph(path)              -> TileGraph | LayoutGraph
-    featurize_graph(graph, spec)  -> DataFrame, a row per config
-    load_feature_spec(path)       -> FeatureSpec
-    load_model(directory)         -> a trained model (load once, score many graphs)
-    ranked_configs(graph, model)  -> (config indices best first, their scores)
-    rank_graph(graph, measured)   -> DataFrame, every config best first, from the
-                                     runtimes of some (in-graph ranking)
-    Tuner(graph, prior, seed)     -> ask(k) / tell(indices, runtimes) / best(): which
-                                     configs to measure next
-    BoosterStrategy(kappa=...)    -> the tuner's default strategy, with its settings;
-                                     RandomStrategy, or any TunerStrategy, in its place
+- read: load_graph, TileGraph, LayoutGraph, import_records (XLA records and HLO dumps),
+  get_collection, COLLECTIONS;
+- featurize: load_feature_spec, featurize_graph (one graph), featurize_files (a frame);
+- train and load: train_from_specs, load_model;
+- score and evaluate: ranked_configs (one graph), score_files (many), evaluate_model,
+  graph_headline;
+- one graph from some measurements: rank_graph; which to measure next: Tuner with a
+  strategy (BoosterStrategy, RandomStrategy, GreedyStrategy, AutotvmStrategy,
+  TpeStrategy, any TunerStrategy; make_strategy by name);
+- the published systems: get_system, load_system, RankingSystem, rank_graph_with,
+  fit_by_cross_validation;
+- errors: XlarankError and its kinds (BadGraphError, BadInputError, BadModelError,
+  MismatchError, SpecError, MeasuredError), XlarankWarning.
 
 Each name is imported on first use, so ``import xlarank`` (and the CLI's start-up) stays
 cheap: numpy, pandas, Numba and the boosters load only where a command needs them.
@@ -61,15 +63,40 @@ _PUBLIC = {
     "LayoutGraph": "xlarank.data.graph",
     "TileGraph": "xlarank.data.graph",
     "load_graph": "xlarank.data.graph",
+    "import_records": "xlarank.data.xla",
+    "get_collection": "xlarank.data.collections",
+    "COLLECTIONS": "xlarank.data.collections",
     "featurize_graph": "xlarank.features",
     "load_feature_spec": "xlarank.features",
+    "featurize_files": "xlarank.featurize",
+    "train_from_specs": "xlarank.rank.train_specs",
     "load_model": "xlarank.rank.model",
     "ranked_configs": "xlarank.score",
+    "score_files": "xlarank.score",
+    "evaluate_model": "xlarank.score",
+    "graph_headline": "xlarank.evaluate",
     "rank_graph": "xlarank.rank.ingraph",
     "Tuner": "xlarank.rank.tuner",
     "TunerStrategy": "xlarank.rank.strategies",
     "BoosterStrategy": "xlarank.rank.strategies",
     "RandomStrategy": "xlarank.rank.strategies",
+    "GreedyStrategy": "xlarank.rank.strategies",
+    "AutotvmStrategy": "xlarank.rank.strategies",
+    "TpeStrategy": "xlarank.rank.strategies",
+    "make_strategy": "xlarank.rank.strategies",
+    "RankingSystem": "xlarank.systems",
+    "get_system": "xlarank.systems",
+    "load_system": "xlarank.systems",
+    "rank_graph_with": "xlarank.systems",
+    "fit_by_cross_validation": "xlarank.systems.cross",
+    "XlarankError": "xlarank.errors",
+    "BadGraphError": "xlarank.errors",
+    "BadInputError": "xlarank.errors",
+    "BadModelError": "xlarank.errors",
+    "MismatchError": "xlarank.errors",
+    "SpecError": "xlarank.errors",
+    "MeasuredError": "xlarank.rank.measured",
+    "XlarankWarning": "xlarank.errors",
 }
 
 __all__ = ["__version__", *_PUBLIC]
