@@ -7,7 +7,6 @@ int64 ns (tile: runtime / normalizer) and are compared exactly, never through fl
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import kendalltau
 
 
 def kendall_tau(score: np.ndarray, runtime: np.ndarray) -> float:
@@ -18,6 +17,8 @@ def kendall_tau(score: np.ndarray, runtime: np.ndarray) -> float:
     """
     if len(score) < 2:
         return float("nan")
+    from scipy.stats import kendalltau  # on use: scipy.stats costs a second to import
+
     tau = kendalltau(-np.asarray(score, dtype=np.float64), runtime).statistic
     return float(tau)
 
@@ -46,6 +47,8 @@ def ordered_pair_accuracy(score: np.ndarray, runtime: np.ndarray) -> float:
     score_only_ties = ties_score - joint
     if ties_score == n0:
         return 0.5
+    from scipy.stats import kendalltau
+
     tau_b = kendalltau(score, runtime).statistic
     concordant_minus_discordant = tau_b * np.sqrt(float(n0 - ties_score) * float(n0 - ties_runtime))
     concordant_plus_discordant = pairs - score_only_ties

@@ -228,7 +228,7 @@ class BoosterLibrary(ABC):
     def save(self, booster, path: Path) -> None:
         """Write a booster to its native file."""
         # XGBoost picks its format from the suffix: model.json is JSON.
-        booster.save_model(str(path))
+        native(booster).save_model(str(path))
 
     @abstractmethod
     def load(self, path: Path, raw: bytes | None = None) -> object:
@@ -240,6 +240,53 @@ class BoosterLibrary(ABC):
     @abstractmethod
     def feature_names(self, booster) -> list[str]:
         """The feature names a booster was trained with, in column order."""
+
+
+class WalkedBooster:
+    """A saved LightGBM or XGBoost booster scored by xlarank's own forest walk
+    (`xlarank.rank.forest_walk`, to the library's predict bit for bit), so that scoring
+    never imports the library; the library's own booster is read from the same checked
+    bytes on first need (``native``: importance, saving, rows the walk cannot take)."""
+
+    def __init__(self, forest, read: Callable[[], object]):
+        self.forest = forest
+        self._read = read
+        self._native = None
+
+    @property
+    def native(self):
+        if self._native is None:
+            self._native = self._read()
+        return self._native
+
+
+# (library, feature) of the models the walk has left to their library in this process:
+# each is said once.
+_FALLBACKS_SAID: set[tuple[str, str]] = set()
+
+
+def walked_or_native(library: str, where, checked, read: Callable[[], object]):
+    """A `WalkedBooster` of a checked model file's text or bytes, or, for a model the walk
+    does not score (`ForestWalkUnsupported`), the library's own booster (``read()``),
+    saying so once per kind of model."""
+    import warnings
+
+    from xlarank.errors import XlarankWarning
+    from xlarank.rank.forest_walk import ForestWalkUnsupported, parse_lightgbm, parse_xgboost
+
+    parse = parse_lightgbm if library == "lightgbm" else parse_xgboost
+    try:
+        return WalkedBooster(parse(checked, where), read)
+    except ForestWalkUnsupported as why:
+        if (why.library, why.feature) not in _FALLBACKS_SAID:
+            _FALLBACKS_SAID.add((why.library, why.feature))
+            warnings.warn(XlarankWarning(f"{where}: {why}"), stacklevel=3)
+        return read()
+
+
+def native(booster):
+    """The library's own booster behind a `WalkedBooster` (or the booster itself)."""
+    return booster.native if isinstance(booster, WalkedBooster) else booster
 
 
 class LightGBM(BoosterLibrary):
@@ -366,36 +413,47 @@ class LightGBM(BoosterLibrary):
         return model.to_local().booster_
 
     def predict(self, booster, x, names, rounds):
+        if isinstance(booster, WalkedBooster):
+            return booster.forest.predict(x, rounds)
         return np.asarray(booster.predict(x, num_iteration=rounds,
                                           num_threads=chosen_threads()), dtype=np.float64)
 
     def rounds(self, booster) -> int:
+        if isinstance(booster, WalkedBooster):
+            return booster.forest.rounds
         return int(booster.current_iteration())
 
     def importance(self, booster, names):
+        booster = native(booster)
         gain = booster.feature_importance(importance_type="gain")
         return pd.Series(gain, index=booster.feature_name(), dtype=np.float64)
 
     def save(self, booster, path):
         # The thread count belongs to the machine, not the model: it is written as 0 ("not
         # set"), so a model's bytes do not depend on where or beside what it trained.
-        text = booster.model_to_string()
+        text = native(booster).model_to_string()
         path.write_text(re.sub(r"^\[num_threads: \d+\]$", "[num_threads: 0]", text,
                                flags=re.MULTILINE))
 
     def load(self, path, raw=None):
-        import lightgbm as lgb
-
         from xlarank.rank.booster_files import check_lightgbm_text
 
         text = check_lightgbm_text(Path(path).read_bytes() if raw is None else raw, path,
                                    self.objectives)
-        try:
-            return lgb.Booster(model_str=text)
-        except (lgb.basic.LightGBMError, ValueError) as exc:
-            raise BadModelError(f"{path}: LightGBM cannot read it ({exc})") from None
+
+        def read():
+            import lightgbm as lgb
+
+            try:
+                return lgb.Booster(model_str=text)
+            except (lgb.basic.LightGBMError, ValueError) as exc:
+                raise BadModelError(f"{path}: LightGBM cannot read it ({exc})") from None
+
+        return walked_or_native("lightgbm", path, text, read)
 
     def feature_names(self, booster) -> list[str]:
+        if isinstance(booster, WalkedBooster):
+            return list(booster.forest.feature_names)
         return list(booster.feature_name())
 
 
@@ -489,6 +547,10 @@ class XGBoost(BoosterLibrary):
                               num_boost_round=spec.num_rounds)["booster"]
 
     def predict(self, booster, x, names, rounds):
+        if isinstance(booster, WalkedBooster):
+            if list(names) == list(booster.forest.feature_names):
+                return booster.forest.predict(x, rounds)
+            booster = booster.native  # XGBoost's own check of the names says what differs
         import xgboost as xgb
 
         data = xgb.DMatrix(x, feature_names=names, nthread=chosen_threads())
@@ -497,28 +559,37 @@ class XGBoost(BoosterLibrary):
         return np.asarray(booster.predict(data, iteration_range=upto), dtype=np.float64)
 
     def rounds(self, booster) -> int:
+        if isinstance(booster, WalkedBooster):
+            return booster.forest.rounds
         return int(booster.num_boosted_rounds())
 
     def importance(self, booster, names):
-        scores = booster.get_score(importance_type="total_gain")
+        scores = native(booster).get_score(importance_type="total_gain")
         return pd.Series(scores, dtype=np.float64).reindex(names, fill_value=0.0)
 
     def load(self, path, raw=None):
-        import xgboost as xgb
-
         from xlarank.rank.booster_files import check_xgboost_json
 
         raw = check_xgboost_json(Path(path).read_bytes() if raw is None else raw, path,
                                  self.objectives)
-        booster = xgb.Booster()
-        try:
-            booster.load_model(bytearray(raw))
-        except xgb.core.XGBoostError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "no reason given"
-            raise BadModelError(f"{path}: XGBoost cannot read it ({first})") from None
-        return booster
+
+        def read():
+            import xgboost as xgb
+
+            booster = xgb.Booster()
+            try:
+                booster.load_model(bytearray(raw))
+            except xgb.core.XGBoostError as exc:
+                first = (str(exc).strip().splitlines()[0] if str(exc).strip()
+                         else "no reason given")
+                raise BadModelError(f"{path}: XGBoost cannot read it ({first})") from None
+            return booster
+
+        return walked_or_native("xgboost", path, raw, read)
 
     def feature_names(self, booster) -> list[str]:
+        if isinstance(booster, WalkedBooster):
+            return list(booster.forest.feature_names)
         return list(booster.feature_names or [])
 
 
