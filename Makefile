@@ -151,6 +151,7 @@ submission: $(REPORTS)/submission.csv ## competition CSV for the five test folde
 # ---------------------------------------------------------------- benchmarks
 BENCH_GRAPH := data/bench/npz/layout/xla/random/test/bench_40k.npz
 REAL_NLP_SAMPLE := ../shared/tpugraphs/npz/layout/nlp/default/test/3a0c5517a87df8d82fd637b83298a3ba.npz
+REAL_TILE_SAMPLE := ../shared/tpugraphs/npz/tile/xla/test/0a1c5dcfa9f1f4ebcc1282a1d1ca8ecb.npz
 
 $(BENCH_GRAPH): | $(VENV)/.installed
 	$(BIN)/python bench/featurize.py --make-graph $@
@@ -162,6 +163,8 @@ DEMO_MODELS := $(foreach c,$(COLLECTIONS),$(DEMO_TRAINED)/xlarank/$(c)/card.json
 bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, scoring latency, ablation, engines, quality, in-graph, published systems, real tile kernels, autotune replay -> bench/results/*.json
 	$(MAKE) --no-print-directory $(DEMO_MODELS) DATA=$(DEMO_DATA)
 	$(BIN)/python bench/featurize.py $(BENCH_GRAPH) $(REAL_NLP_SAMPLE) --out bench/results/featurize.json
+	$(BIN)/python bench/startup.py $(REAL_NLP_SAMPLE) --model $(DEMO_TRAINED)/xlarank \
+	    --tile $(REAL_TILE_SAMPLE) --out bench/results/startup.json
 	$(BIN)/python bench/score.py $(REAL_NLP_SAMPLE) --model $(DEMO_TRAINED)/xlarank/layout-nlp-default \
 	    --out bench/results/score.json
 	$(BIN)/python bench/ingraph.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/ingraph.json

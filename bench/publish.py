@@ -32,6 +32,7 @@ MAX_BYTES = 150_000
 # Per-epoch / per-step arrays no table uses: dropped from a copy over MAX_BYTES.
 BULKY_KEYS = ("curve", "history_seed0", "pairwise_loss_per_epoch", "centred_mse_per_epoch")
 REAL_NLP = "../shared/tpugraphs/npz/layout/nlp/default/test/3a0c5517a87df8d82fd637b83298a3ba.npz"
+REAL_TILE = "../shared/tpugraphs/npz/tile/xla/test/0a1c5dcfa9f1f4ebcc1282a1d1ca8ecb.npz"
 
 
 class Bench(NamedTuple):
@@ -63,6 +64,15 @@ _BENCHES = (
           "Ranking the real TpuGraphs nlp test sample's configs in-process with the model "
           "(trained on synthetic demo data) loaded once, and `xlarank --help` / `--version` "
           "start-up."),
+    Bench("startup", "Commands as a user starts them",
+          f"python bench/startup.py {REAL_NLP} --model models/trained/synth-demo/xlarank "
+          f"--tile {REAL_TILE} --out bench/results/startup.json",
+          "Each command as a fresh process, in shuffled rounds, beside the floor of a "
+          "Python command on numpy and Numba (`python -c \"import numpy\"` and so on), and "
+          "the same work in process (warm): what start-up costs. The models were trained on "
+          "synthetic demo data; the graphs are real samples. The targets: `--help` within "
+          "1.3x `import numpy`, `score` of one graph within 2x `import numpy, numba, "
+          "pyarrow.parquet`."),
     Bench("ingraph", "In-graph ranking",
           "python bench/ingraph.py --synthetic data/synth-demo --prior "
           "models/trained/synth-demo/xlarank --out bench/results/ingraph.json",
@@ -496,6 +506,23 @@ def setup(rec: dict) -> list[str]:
     return [table(["command", "wall time", "exit", "longest silence", "last line"], rows),
             f"Tests passed: {rec['test'].get('tests_passed')}. Load average before: {load} "
             "(1, 5, 15 min)."]
+
+
+def startup(rec: dict) -> list[str]:
+    commands = rec["commands"]
+    rows = [[f"`{name}`", num(row["best_s"]), num(row["median_s"]),
+             "–" if row["in_process_s"] is None else num(row["in_process_s"])]
+            for name, row in commands.items()]
+    ratios = rec["ratios"]
+    out = [table(["command", "best s", "median s", "the work in process, s"], rows),
+           f"`--help` / `import numpy`: {num(ratios['help_over_numpy'], 3)}x (target 1.3x); "
+           f"`score` / `import numpy, numba, pyarrow.parquet`: "
+           f"{num(ratios['score_over_numpy_numba_parquet'], 3)}x (target 2x)."]
+    for name, row in commands.items():
+        if row.get("import_top"):
+            out.append(f"`{name}`, its top imports by cumulative seconds: " + "; ".join(
+                f"{module} {num(seconds, 3)}" for module, seconds in row["import_top"]))
+    return out
 
 
 def score(rec: dict) -> list[str]:
@@ -1308,7 +1335,8 @@ def corpus_autotune(rec: dict) -> list[str]:
     return out
 
 
-RENDERERS = {"setup": setup, "featurize": featurize, "score": score, "ingraph": ingraph,
+RENDERERS = {"setup": setup, "featurize": featurize, "score": score, "startup": startup,
+             "ingraph": ingraph,
              "ingraph_noisy": ingraph, "ablation": ablation,
              "engines": engines, "quality": quality, "systems": systems,
              "systems_tile": systems, "systems_fair": systems,
