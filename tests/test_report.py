@@ -202,3 +202,30 @@ def test_tile_scatter_keeps_the_top_region_only():
     expected = ((measured <= TILE_SCATTER_TOP) | (predicted <= TILE_SCATTER_TOP)).sum()
     assert len(x) == expected < 60
     assert x.max() <= TILE_SCATTER_TOP + 0.5 and y.max() <= TILE_SCATTER_TOP + 0.5
+
+
+def test_a_synthetic_trained_model_on_a_real_frame_is_said_in_evaluate_and_report(
+        models, samples, repo_specs, tmp_path):
+    """A model trained on `xlarank synth` data meets a frame of real graphs: evaluate warns,
+    and the report's page says where each came from."""
+    from conftest import SAMPLES
+    from xlarank.data.collections import get_collection
+    from xlarank.errors import XlarankWarning
+    from xlarank.features import load_feature_spec
+    from xlarank.featurize import featurize_files
+    from xlarank.score import evaluate_model
+
+    unet3d = SAMPLES / "npz/layout/xla/default/train/unet3d.npz"
+    frame = tmp_path / "real.parquet"
+    featurize_files([unet3d], frame, get_collection("layout:xla:default"), "train",
+                    load_feature_spec(repo_specs.features("default")))
+    assert read_frame(frame)[1].data_origin == "real"
+    with pytest.warns(XlarankWarning, match="trained on synthetic data .* a frame of real"):
+        evaluate_model(frame, models["layout-xla-default"])
+    out = tmp_path / "report"
+    result = run("report", frame, "--model", models["layout-xla-default"], "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert "warning:" in result.stderr and "synthetic" in result.stderr
+    page = (out / "index.html").read_text()
+    assert "synthetic (xlarank synth, not TpuGraphs)" in page
+    assert "<th>report frame&#x27;s graphs</th><td>real</td>" in page

@@ -481,3 +481,10 @@ def test_suggest_runs_each_peer_by_name(unet3d, samples, tmp_path):
         assert result.exit_code == 0, result.output
         table = pd.read_csv(out)
         assert len(table) == 4 and not set(table["config_index"]) & set(rows.tolist())
+
+
+def test_a_seed_past_xgboosts_range_still_seeds_the_autotvm_peer(unet3d):
+    # XGBoost takes a 31-bit random_state; the tuner takes any whole number >= 0.
+    big = Tuner(unet3d, seed=2**64, threads=1, strategy=AutotvmStrategy())
+    replay(big, unet3d, 2, 4)
+    assert len(big.suggest(4)) == 4

@@ -22,6 +22,13 @@ import pandas as pd
 
 from xlarank.atomic import atomic_dir, check_output, locks_outputs
 from xlarank.data.collections import get_collection
+from xlarank.data.origin import (
+    MIXED,
+    REAL,
+    SYNTHETIC,
+    model_origin,
+    warn_if_synthetic_meets_real_frame,
+)
 from xlarank.errors import MismatchError, XlarankError
 from xlarank.evaluate import (
     default_layout_scores,
@@ -188,6 +195,8 @@ def report_from_paths(frame_path: str | Path, models: list[tuple[str, str | Path
             own_frames[name] = own
         else:
             model.check_frame(meta, str(frame_path))
+            warn_if_synthetic_meets_real_frame(model.card, meta.data_origin,
+                                               str(frame_path), f"the model {directory}")
         loaded[name] = model
     train = read_frame(train_path)[0] if train_path is not None else None
     with status(f"writing the report on {frame_path}"):
@@ -329,6 +338,12 @@ def importance_glossary(gain: pd.Series, top: int = IMPORTANCE_TOP) -> pd.DataFr
     return pd.DataFrame(rows, columns=["feature", "family", "meaning", "gain share"])
 
 
+def _origin_words(origin: str) -> str:
+    """Where graphs came from, in words a reader of the page needs."""
+    return {SYNTHETIC: "synthetic (xlarank synth, not TpuGraphs)", REAL: "real",
+            MIXED: "partly synthetic (xlarank synth)"}.get(origin, "of unrecorded origin")
+
+
 def _page(inputs: ReportInputs, table: pd.DataFrame, main_name: str, model,
           label: str, gain: pd.Series) -> str:
     card = model.card
@@ -343,7 +358,9 @@ def _page(inputs: ReportInputs, table: pd.DataFrame, main_name: str, model,
         "main model": f"{main_name}: {kind}",
         "feature spec": f"{card['features']['name']} (hash {card['features']['hash']})",
         "trained on": f"{card['training_data']['graphs']} graphs, "
-                      f"{card['training_data']['rows_used']} rows used",
+                      f"{card['training_data']['rows_used']} rows used, "
+                      f"{_origin_words(model_origin(card))}",
+        "report frame's graphs": _origin_words(inputs.meta.data_origin),
     }
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
                    for k, v in facts.items())

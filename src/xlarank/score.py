@@ -25,7 +25,7 @@ from xlarank.data.collections import (
     split_files,
 )
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
-from xlarank.data.origin import warn_if_synthetic_meets_real
+from xlarank.data.origin import warn_if_synthetic_meets_real, warn_if_synthetic_meets_real_frame
 from xlarank.engine import map_ordered
 from xlarank.errors import BadGraphError, MismatchError, XlarankError, XlarankWarning
 from xlarank.evaluate import (
@@ -337,6 +337,8 @@ def evaluate_model(frame_path: str | Path, model_dir: str | Path | None, seed: i
         model_dir = Path(model_dir)
         ranker = load_model(model_dir)
         ranker.check_frame(meta, str(frame_path))
+        warn_if_synthetic_meets_real_frame(getattr(ranker, "card", None), meta.data_origin,
+                                           str(frame_path), f"the model {model_dir}")
         scores = ranker.predict(table)
     else:
         scores = random_scores(table, seed)

@@ -68,3 +68,16 @@ def warn_if_synthetic_meets_real(card: dict, graphs: Iterable[str | Path], what:
                       f"data (xlarank synth) and scores {len(real)} real graph(s), e.g. "
                       f"{real[0]}: its ranking of real graphs means little; train on "
                       "TpuGraphs data", XlarankWarning, stacklevel=3)
+
+
+def warn_if_synthetic_meets_real_frame(card: dict, frame_origin: str, where: str,
+                                       what: str) -> None:
+    """`warn_if_synthetic_meets_real` for a frame: ``frame_origin`` its data_origin (the
+    frame's metadata), ``where`` the frame's path."""
+    if (isinstance(card, dict) and model_origin(card) in (SYNTHETIC, MIXED)
+            and frame_origin in (REAL, MIXED)):
+        partly = "partly " if model_origin(card) == MIXED else ""
+        warnings.warn(f"{what} ({card.get('collection')}) was trained {partly}on synthetic "
+                      f"data (xlarank synth) and is evaluated on {where}, a frame of real "
+                      "graphs: its ranking of real graphs means little; train on TpuGraphs "
+                      "data", XlarankWarning, stacklevel=3)

@@ -293,7 +293,8 @@ class AutotvmStrategy(TunerStrategy):
         x = tuner.raw[tuner.distinct.first].astype(np.float32)
         model = xgb.XGBRanker(objective="rank:pairwise", n_estimators=int(self.rounds),
                               max_depth=int(self.depth), learning_rate=self.learning_rate,
-                              nthread=tuner.threads or 0, random_state=tuner.seed)
+                              nthread=tuner.threads or 0,
+                              random_state=tuner.seed % 2**31)  # XGBoost takes 31 bits
         # Relevance: the faster, the higher (ranks of minus the runtime).
         relevance = np.argsort(np.argsort(-medians.to_numpy(), kind="stable"))
         model.fit(x[groups], relevance, qid=np.zeros(len(groups), np.int64))
