@@ -24,8 +24,6 @@ columns' signed log1p, / 10, so products of dims (up to ~1e12) stay within a few
 
 from __future__ import annotations
 
-import zipfile
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +32,7 @@ import numpy as np
 
 from xlarank.atomic import atomic_path
 from xlarank.data.graph import MAX_OPCODE, LayoutGraph, TileGraph
-from xlarank.errors import BadInputError, SpecError
+from xlarank.errors import BadGraphError, BadInputError, SpecError, XlarankError
 from xlarank.features.prune import prune_graph
 from xlarank.files import open_regular
 from xlarank.kernels.configs import TILE_JOINED_NAMES
@@ -142,21 +140,46 @@ def _read_weights(path: Path, family: str, shapes: dict) -> GnnWeights:
             if not handle.read(1):
                 raise SpecError(f"{path}: {family} weights file is empty, expected a .npz "
                                 f"(from xlarank gnn-train --embedding {family})")
-            handle.seek(0)
-            with np.load(handle, allow_pickle=False) as data:
-                arrays = {k: np.asarray(data[k], dtype=np.float64) for k in data.files}
     except BadInputError as exc:
         raise SpecError(str(exc)) from None
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error,
-            NotImplementedError, RuntimeError) as exc:
-        # EOFError is more than a bad file here: click reads it as "Aborted.".
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise SpecError(f"{path}: not a {family} weights .npz ({reason})") from None
-    for key, shape in shapes.items():
-        if key not in arrays or arrays[key].shape != shape:
-            raise SpecError(f"{path}: {family} weights need {key} of shape {shape}, found "
-                            f"{arrays[key].shape if key in arrays else 'none'}")
-    return GnnWeights(arrays)
+    except OSError as exc:
+        raise SpecError(f"{path}: {family} weights cannot be read ({exc.strerror})") from None
+    return GnnWeights(read_weight_arrays(path, f"{family} weights", shapes))
+
+
+def read_weight_arrays(path: Path, what: str, shapes: dict[str, tuple[int, ...]],
+                       error: type[XlarankError] = SpecError, *, exact: bool = False,
+                       others: tuple[str, ...] = (), finite: bool = True
+                       ) -> dict[str, np.ndarray]:
+    """The arrays of the .npz at ``path`` that ``shapes`` names (key: shape), float64,
+    each present, of its shape and numeric by its .npy header (checked before anything
+    is inflated, so a header cannot make the read allocate) and, with ``finite``, free of
+    NaN and inf. With ``exact`` the file holds no array beyond these and ``others``.
+    Anything else is ``error`` naming the file, ``what`` it is ("gnn weights") and the
+    array."""
+    from xlarank.data.npzstream import NpzStream
+
+    path = Path(path)
+    try:
+        with NpzStream(path) as npz:
+            extra = sorted(npz.keys - set(shapes) - set(others)) if exact else []
+            if extra:
+                raise error(f"{path}: {what} hold {extra[0]}, which no saved one has")
+            for key, shape in shapes.items():
+                found, dtype = npz.header(key) if key in npz.keys else (None, None)
+                if found != tuple(shape) or dtype.kind not in "fiu":
+                    raise error(f"{path}: {what} need {key} of shape {tuple(shape)}, found "
+                                + ("none" if found is None else f"{dtype} of shape {found}"))
+            arrays = {key: npz.read(key).astype(np.float64) for key in shapes}
+    except BadGraphError as exc:
+        # EOFError and the like are this already: click would read one as "Aborted.".
+        raise error(f"{path}: not a {what} .npz ({exc.fault})") from None
+    if finite:
+        for key, array in arrays.items():
+            if not np.isfinite(array).all():
+                raise error(f"{path}: {what} {key} holds a value that is not finite "
+                            "(NaN or inf)")
+    return arrays
 
 
 def node_embeddings(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.ndarray,

@@ -29,8 +29,10 @@ MAX_TREES = 1_000_000
 MAX_FEATURES = 1_000_000
 
 _INT = re.compile(r"-?\d{1,10}")
-_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d{1,3})?|[-+]?inf|nan")
-_BOUND = r"([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d{1,3})?|[-+]?inf)"
+_NUMBER = r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d{1,3})?"
+_FINITE = re.compile(_NUMBER)
+_FLOAT = re.compile(rf"{_NUMBER}|[-+]?inf|nan")
+_BOUND = rf"({_NUMBER}|[-+]?inf)"
 _FEATURE_INFO = re.compile(rf"none|\[{_BOUND}:{_BOUND}\]")
 _OBJECTIVE_OPTION = re.compile(r"\w+:[-+.\w]+")
 _PARAM_LINE = re.compile(r"\[\w+: [^\]\n\r\x00]*\]")
@@ -176,13 +178,19 @@ def _check_lightgbm_tree(fields: dict[str, str], n_features: int, t: int, bad) -
         raise bad(f"tree {t} has categorical or linear splits")
     if not _FLOAT.fullmatch(fields["shrinkage"]):
         raise bad(f"tree {t} shrinkage is not a number")
-    _numbers(fields["leaf_value"], n, "float", bad, f"tree {t} leaf_value")
+    if not np.isfinite(_numbers(fields["leaf_value"], n, "float", bad,
+                                f"tree {t} leaf_value")).all():
+        raise bad(f"tree {t} leaf_value holds a value that is not finite")
     _numbers(fields["leaf_count"], n, "int", bad, f"tree {t} leaf_count")
     # A one-leaf tree is written without weights.
     weights = fields["leaf_weight"]
     _numbers(weights, 0 if n == 1 and not weights else n, "float", bad, f"tree {t} leaf_weight")
-    for key in _LGB_INTERNAL_FLOATS:
-        _numbers(fields[key], n - 1, "float", bad, f"tree {t} {key}")
+    floats = {key: _numbers(fields[key], n - 1, "float", bad, f"tree {t} {key}")
+              for key in _LGB_INTERNAL_FLOATS}
+    # inf is what LightGBM writes for a split of every number from NaN; nothing else
+    # that is not finite.
+    if (np.isnan(floats["threshold"]) | (floats["threshold"] == -np.inf)).any():
+        raise bad(f"tree {t} threshold holds NaN or -inf")
     ints = {key: _numbers(fields[key], n - 1, "int", bad, f"tree {t} {key}")
             for key in _LGB_INTERNAL_INTS}
     if n == 1:
@@ -293,6 +301,13 @@ def check_xgboost_json(raw: bytes, where: Path | str, objectives: tuple[str, ...
     if (_str_int(param.get("num_feature"), bad, "num_feature") != len(names)
             or param.get("num_class") != "0" or param.get("num_target", "1") != "1"):
         raise bad("learner_model_param is not one target over its feature names")
+    # One number, in brackets as XGBoost 3 writes it ("[5E-1]") or bare as before.
+    score = param.get("base_score")
+    number = score[1:-1] if isinstance(score, str) and score[:1] + score[-1:] == "[]" \
+        else score
+    if (not isinstance(number, str) or not _FINITE.fullmatch(number)
+            or not math.isfinite(float(number))):
+        raise bad(f"base_score {str(score)[:40]!r} is not one finite number")
     objective = _table(learner, "objective", bad)
     if objective.get("name") not in objectives:
         raise bad(f"objective {str(objective.get('name'))[:40]!r}; xlarank trains "

@@ -17,6 +17,7 @@ Nothing in the file can run, and a model loads whatever scikit-learn is installe
 from __future__ import annotations
 
 import io
+import math
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,10 @@ _ARRAYS = {"format": np.int64, "baseline": np.float64, "starts": np.int64,
 # The most trees (a spec's num_rounds) and nodes per tree (2 x 131,072 leaves - 1).
 MAX_TREES = 100_000
 MAX_TREE_NODES = 2 * 131_072 - 1
+# How many times its own size a model.npz's arrays may inflate to. A saved forest's node
+# arrays inflate 3 to 4 times (each node's float64 values hardly compress), its names up
+# to some 20 times; deflate can inflate 1,032 times, which only a crafted file asks for.
+MAX_INFLATION = 64
 
 
 @dataclass
@@ -123,12 +128,14 @@ class HgbForest:
         known feature."""
         from xlarank.data.npzstream import NpzStream
 
+        path = Path(path)
         try:
             with NpzStream(path) as npz:
                 wanted = set(_ARRAYS) | {"feature_names"}
                 if npz.keys != wanted:
                     raise BadModelError(f"{path}: not an xlarank sklearn model (arrays "
                                         f"{sorted(npz.keys)}, expected {sorted(wanted)})")
+                _check_headers(path, {key: npz.header(key) for key in sorted(wanted)})
                 raw = {key: npz.read(key) for key in sorted(wanted)}
         except BadGraphError as exc:
             raise BadModelError(f"{path}: not a readable sklearn model ({exc.fault})") from None
@@ -137,25 +144,17 @@ class HgbForest:
     @classmethod
     def _checked(cls, path: Path, raw: dict[str, np.ndarray]) -> HgbForest:
         def bad(why: str) -> BadModelError:
-            return BadModelError(f"{path}: damaged sklearn model: {why}; retrain it")
+            return _damaged(path, why)
 
-        for key, dtype in _ARRAYS.items():
-            if raw[key].dtype != np.dtype(dtype) or raw[key].ndim != 1:
-                raise bad(f"{key} is not a 1-d {np.dtype(dtype)} array")
         names = raw["feature_names"]
-        if names.dtype.kind != "U" or names.ndim != 1 or len(names) == 0:
-            raise bad("feature_names is not a list of names")
         if raw["format"].tolist() != [HGB_FORMAT]:
             raise bad(f"format {raw['format'].tolist()}, this xlarank reads [{HGB_FORMAT}]")
         if len(raw["baseline"]) != 1 or not np.isfinite(raw["baseline"][0]):
             raise bad("baseline is not one finite number")
         starts = raw["starts"]
         n_nodes = len(raw["feature"])
-        if any(len(raw[key]) != n_nodes for key in _NODE_ARRAYS):
-            raise bad("its node arrays differ in length")
         sizes = np.diff(starts)
-        if (len(starts) < 1 or starts[0] != 0 or starts[-1] != n_nodes
-                or len(starts) - 1 > MAX_TREES or (sizes < 1).any()
+        if (starts[0] != 0 or starts[-1] != n_nodes or (sizes < 1).any()
                 or (sizes > MAX_TREE_NODES).any()):
             raise bad("its tree boundaries (starts) do not cut the nodes into trees")
         tree_of = np.repeat(np.arange(len(sizes)), sizes)
@@ -172,11 +171,42 @@ class HgbForest:
         feature = raw["feature"][split]
         if ((feature < 0) | (feature >= len(names))).any():
             raise bad("a split is on a feature it does not have")
-        if np.isnan(raw["threshold"][split]).any():
-            raise bad("a split threshold is NaN")
-        if not np.isfinite(raw["value"][~split]).all():
-            raise bad("a leaf value is not finite")
+        # A split on NaNs alone has the threshold +inf (scikit-learn's grower); no other
+        # threshold is infinite.
+        threshold = raw["threshold"][split]
+        if (np.isnan(threshold) | (threshold == -np.inf)).any():
+            raise bad("a split threshold is NaN or -inf")
+        for key in ("value", "gain"):
+            if not np.isfinite(raw[key]).all():
+                raise bad(f"a node's {key} is not finite")
         arrays = {key: np.ascontiguousarray(raw[key]) for key in ("starts", *_NODE_ARRAYS)}
         return cls(feature_names=[str(n) for n in names], baseline=float(raw["baseline"][0]),
                    arrays=arrays)
 
+
+def _damaged(path: Path, why: str) -> BadModelError:
+    return BadModelError(f"{path}: damaged sklearn model: {why}; retrain it")
+
+
+def _check_headers(path: Path, headers: dict[str, tuple[tuple[int, ...], np.dtype]]) -> None:
+    """The arrays of a model.npz as their .npy headers give them (shape, dtype), checked
+    before any is inflated (BadModelError): each of its dtype and 1-d, at least one tree
+    and at most MAX_TREES, one length for the node arrays, and no more bytes in all than
+    MAX_INFLATION times the file's size."""
+    for key, dtype in _ARRAYS.items():
+        shape, found = headers[key]
+        if found != np.dtype(dtype) or len(shape) != 1:
+            raise _damaged(path, f"{key} is not a 1-d {np.dtype(dtype)} array")
+    shape, found = headers["feature_names"]
+    if found.kind != "U" or len(shape) != 1 or shape[0] == 0:
+        raise _damaged(path, "feature_names is not a list of names")
+    trees = headers["starts"][0][0] - 1
+    if not 1 <= trees <= MAX_TREES:
+        raise _damaged(path, f"it holds {max(trees, 0):,} trees, not 1 to {MAX_TREES:,}")
+    if len({headers[key][0] for key in _NODE_ARRAYS}) != 1:
+        raise _damaged(path, "its node arrays differ in length")
+    inflated = sum(math.prod(shape) * found.itemsize for shape, found in headers.values())
+    size = path.stat().st_size
+    if inflated > MAX_INFLATION * size:
+        raise _damaged(path, f"its arrays would inflate to {inflated:,} bytes from "
+                             f"{size:,}, more than a saved forest does")

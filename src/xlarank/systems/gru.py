@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks
-from xlarank.errors import XlarankError
+from xlarank.errors import BadInputError, XlarankError
 from xlarank.features.embedding import load_family_weights, save_weights
 from xlarank.systems import RankingSystem, measured_target
 from xlarank.systems.inner import IN_GRAPH
@@ -150,10 +150,16 @@ class GruSystem(RankingSystem):
         return self
 
     def score(self, graph: TileGraph | LayoutGraph) -> np.ndarray:
-        from xlarank.features.gru import gru_state
+        from xlarank.features.gru import GRU_HIDDEN, gru_state
 
         if getattr(self, "weights_", None) is None:
             raise XlarankError("system gru: fit, fit_graph or load first")
+        # The readout is as wide as the columns of the kind it was trained on.
+        trained = "tile" if len(self.readout_) == GRU_HIDDEN else "layout"
+        given = "tile" if isinstance(graph, TileGraph) else "layout"
+        if trained != given:
+            raise XlarankError(f"system gru: trained on {trained} graphs, given a {given} "
+                               "graph")
         state = gru_state(graph, self.weights_)
         if isinstance(graph, TileGraph):
             columns = state.columns(graph.config_feat)
@@ -174,4 +180,36 @@ class GruSystem(RankingSystem):
 
         self.weights_ = load_family_weights(str(out_dir / WEIGHTS_FILE), "gru",
                                             GRU_WEIGHT_SHAPES, random_gru_weights)
-        self.readout_ = np.load(out_dir / READOUT_FILE, allow_pickle=False).astype(np.float64)
+        self.readout_ = _read_readout(out_dir / READOUT_FILE)
+
+
+def _read_readout(path) -> np.ndarray:
+    """float64 (GRU_HIDDEN,) for tile or (2 x GRU_HIDDEN,) for layout: a saved readout,
+    its .npy header checked before its data is read (a header may claim any size);
+    XlarankError naming the file for anything else."""
+    from xlarank.data.npzstream import READ_ERRORS
+    from xlarank.features.gru import GRU_HIDDEN
+    from xlarank.files import open_regular
+
+    widths = (GRU_HIDDEN, 2 * GRU_HIDDEN)
+    try:
+        with open_regular(path, "gru readout") as handle:
+            version = np.lib.format.read_magic(handle)
+            header = {(1, 0): np.lib.format.read_array_header_1_0,
+                      (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+            if header is None:
+                raise ValueError(f".npy version {version}")
+            shape, _, dtype = header(handle)
+            if dtype.kind != "f" or shape not in ((widths[0],), (widths[1],)):
+                raise XlarankError(f"{path}: a gru readout is {widths[0]} or {widths[1]} "
+                                   f"floats, not {dtype} of shape {shape}")
+            handle.seek(0)
+            readout = np.load(handle, allow_pickle=False).astype(np.float64)
+    except BadInputError as exc:
+        raise XlarankError(str(exc)) from None
+    except READ_ERRORS as exc:
+        raise XlarankError(f"{path}: not a gru readout .npy "
+                           f"({' '.join(str(exc).split()) or type(exc).__name__})") from None
+    if not np.isfinite(readout).all():
+        raise XlarankError(f"{path}: the gru readout holds a value that is not finite")
+    return readout

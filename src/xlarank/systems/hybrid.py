@@ -214,6 +214,13 @@ class HybridSystem(RankingSystem):
         self.ranker_.save(out_dir / MODEL_DIR)
 
     def _load(self, out_dir: Path) -> None:
+        from xlarank.features.spec import weighted_families
         from xlarank.rank.model import load_model
 
         self.ranker_ = load_model(out_dir / MODEL_DIR)
+        # Its gnn weights are read (and checked) now: damaged ones are refused on load,
+        # not first met when a graph is scored.
+        spec = self.ranker_.feature_spec
+        for field, family in weighted_families().items():
+            if family.name in spec.families:
+                family.load_weights(spec.weights_for(field))

@@ -257,8 +257,6 @@ def _layout_graph(buf, path: Path, record: Message, collection, split, name,
     coll = _layout_collection(collection, path)
     if "module" not in record:
         raise ModuleError("the record holds no module")
-    encoded = encode_module(buf, record["module"])
-    warn_unknown_opcodes("module " + encoded.name, encoded.unknown_opcodes)
     try:
         config_nodes = np.array(record.get("config_index_to_node"), dtype=np.int64)
     except OverflowError:
@@ -267,19 +265,25 @@ def _layout_graph(buf, path: Path, record: Message, collection, split, name,
     if not len(config_nodes):
         raise XlarankError(f"{path}: config_index_to_node is empty: the record names no "
                            "configurable node")
-    if config_nodes.max() >= len(encoded.node_opcode) or config_nodes.min() < 0:
-        raise XlarankError(f"{path}: config_index_to_node names node {config_nodes.max()}, "
-                           f"past the module's {len(encoded.node_opcode)} nodes")
     if len(np.unique(config_nodes)) != len(config_nodes):
         raise XlarankError(f"{path}: config_index_to_node names a node twice")
     runs = _measured_runs(record.get("runs"), "module_config", str(path), drop_failed_runs, 1)
-    configs = np.full((len(runs), len(config_nodes), LAYOUT_TENSORS * LAYOUT_DIMS), -1,
-                      dtype=np.float32)
-    for i, run in enumerate(runs):
-        nodes = run["module_config"].get("layout_config").get("nodes")
+    layouts = [run["module_config"].get("layout_config").get("nodes") for run in runs]
+    # Every run's node count is checked before the module is encoded and the (runs, nodes,
+    # 18) array allocated: each (run, node) pair is then a NodeLayoutConfig of 2 bytes at
+    # least in the file, so the array is bounded by the file's size, not by its counts.
+    for i, nodes in enumerate(layouts):
         if len(nodes) != len(config_nodes):
             raise XlarankError(f"{path}: run {i} configures {len(nodes)} nodes, "
                                f"config_index_to_node names {len(config_nodes)}")
+    encoded = encode_module(buf, record["module"])
+    warn_unknown_opcodes("module " + encoded.name, encoded.unknown_opcodes)
+    if config_nodes.max() >= len(encoded.node_opcode) or config_nodes.min() < 0:
+        raise XlarankError(f"{path}: config_index_to_node names node {config_nodes.max()}, "
+                           f"past the module's {len(encoded.node_opcode)} nodes")
+    configs = np.full((len(runs), len(config_nodes), LAYOUT_TENSORS * LAYOUT_DIMS), -1,
+                      dtype=np.float32)
+    for i, nodes in enumerate(layouts):
         for j, node in enumerate(nodes):
             tensors = node.get("tensors")
             if len(tensors) > LAYOUT_TENSORS:

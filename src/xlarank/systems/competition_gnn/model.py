@@ -197,34 +197,31 @@ def pairwise_hinge(out, label, valid):
     return loss.sum() / (n * n)
 
 
-def init_params(kind: str, s: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """float32 weights as torch and PyG start them: embeddings N(0, 1); LinearActNorm's
-    Dense Xavier-normal with biases 0.01; every other Dense (channel attention, SAGE,
-    heads) uniform in +-1/sqrt(fan_in), biases alike; the cross-config temperatures 0.5.
-    Drawn with numpy from the seed."""
+def _weights(kind: str, s: dict) -> list[tuple[str, tuple, str, float]]:
+    """(name, shape, how, scale) of every weight in the order it is drawn: how is
+    "normal" (N(0, 1) times scale), "uniform" (in +-scale) or "fill" (scale)."""
     h, e, le = int(s["hidden"]), int(s["op_embed"]), int(s["layout_embed"])
     cross = bool(s["cross_attention"])
     out = h // 2 if cross else h
-    params: dict[str, np.ndarray] = {
-        "op_embedding": rng.standard_normal((NUM_OPS, e)),
-        "layout_embedding": rng.standard_normal((LAYOUT_VALUES, le))}
+    weights = [("op_embedding", (NUM_OPS, e), "normal", 1.0),
+               ("layout_embedding", (LAYOUT_VALUES, le), "normal", 1.0)]
 
     def xavier(name, fan_in, fan_out):
-        std = np.sqrt(2.0 / (fan_in + fan_out))
-        params[f"{name}_w"] = rng.standard_normal((fan_in, fan_out)) * std
-        params[f"{name}_b"] = np.full(fan_out, 0.01)
+        weights.append((f"{name}_w", (fan_in, fan_out), "normal",
+                        np.sqrt(2.0 / (fan_in + fan_out))))
+        weights.append((f"{name}_b", (fan_out,), "fill", 0.01))
 
     def torch_dense(name, fan_in, fan_out, bias=True):
         bound = 1.0 / np.sqrt(fan_in)
-        params[f"{name}_w"] = rng.uniform(-bound, bound, (fan_in, fan_out))
+        weights.append((f"{name}_w", (fan_in, fan_out), "uniform", bound))
         if bias:
-            params[f"{name}_b"] = rng.uniform(-bound, bound, fan_out)
+            weights.append((f"{name}_b", (fan_out,), "uniform", bound))
 
     def attention(name, width):
         torch_dense(f"{name}_se1", width, width // SQUEEZE)
         torch_dense(f"{name}_se2", width // SQUEEZE, width)
         if cross:
-            params[f"{name}_t"] = np.asarray(CROSS_TEMPERATURE)
+            weights.append((f"{name}_t", (), "fill", CROSS_TEMPERATURE))
 
     width0 = NODE_COLUMNS + LAYOUT_COLUMNS * le + e
     if kind == "layout":
@@ -244,4 +241,26 @@ def init_params(kind: str, s: dict, rng: np.random.Generator) -> dict[str, np.nd
         torch_dense("head0", 3 * h, h)
         torch_dense("head1", h, h)
         torch_dense("head2", h, 1)
+    return weights
+
+
+def param_shapes(kind: str, s: dict) -> dict[str, tuple[int, ...]]:
+    """The shape of every weight `init_params` makes, computed without making any: what
+    a saved model's weights must be."""
+    return {name: shape for name, shape, _, _ in _weights(kind, s)}
+
+
+def init_params(kind: str, s: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """float32 weights as torch and PyG start them: embeddings N(0, 1); LinearActNorm's
+    Dense Xavier-normal with biases 0.01; every other Dense (channel attention, SAGE,
+    heads) uniform in +-1/sqrt(fan_in), biases alike; the cross-config temperatures 0.5.
+    Drawn with numpy from the seed."""
+    params = {}
+    for name, shape, how, scale in _weights(kind, s):
+        if how == "normal":
+            params[name] = rng.standard_normal(shape) * scale
+        elif how == "uniform":
+            params[name] = rng.uniform(-scale, scale, shape)
+        else:
+            params[name] = np.full(shape, scale)
     return {k: np.asarray(v, np.float32) for k, v in params.items()}

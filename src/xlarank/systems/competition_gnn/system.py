@@ -26,10 +26,12 @@ from xlarank.systems.competition_gnn.model import (
     init_params,
     layout_forward,
     pairwise_hinge,
+    param_shapes,
     tile_forward,
 )
 from xlarank.systems.inner import IN_GRAPH, fit_by_inner_validation, uniform_draw
 from xlarank.systems.tpugraphs_gnn.batches import _bucket, _config_chunks, _configs_at
+from xlarank.systems.tpugraphs_gnn.system import MOST_LAYERS, MOST_WIDTH, saved_settings
 
 ADAMW = (0.9, 0.999, 1e-8)   # torch AdamW's betas and eps (the HF Trainer's defaults)
 CLIP_EPS = 1e-6              # torch clip_grad_norm_: max_norm / (norm + 1e-6)
@@ -480,28 +482,54 @@ class CompetitionGnn(RankingSystem):
              "tile_pad": list(getattr(self, "tile_pad_", (0, 0)))}, indent=2))
 
     def _load(self, out_dir: Path) -> None:
+        """The card, then the weights and scalers, the weights of exactly the shapes its
+        settings give (XlarankError naming the file otherwise)."""
         jax = require_jax()
-        from xlarank.files import read_structured, regular_file
+        from xlarank.features.embedding import read_weight_arrays
+        from xlarank.files import read_structured
 
-        card = read_structured(Path(out_dir) / "gnn.json", "competition-gnn card",
-                               XlarankError)
+        path = Path(out_dir) / "gnn.json"
+        card = read_structured(path, "competition-gnn card", XlarankError)
+        if not isinstance(card, dict):
+            raise XlarankError(f"{path}: not a competition-gnn card (a table of kind, "
+                               "collection and resolved settings)")
+        kind, collection = card.get("kind"), card.get("collection")
+        if kind not in FALLBACK:
+            raise XlarankError(f"{path}: kind {kind!r} is not layout or tile")
+        of_kind = [c for c in OFFICIAL if c.startswith("tile") == (kind == "tile")]
+        if collection not in of_kind:
+            raise XlarankError(f"{path}: collection {collection!r} is not one of the "
+                               f"{kind} collections ({', '.join(of_kind)})")
+        resolved = saved_settings(path, card.get("resolved"), SCORED_SETTINGS)
         try:
-            self.kind_, self.collection_ = card["kind"], card["collection"]
-            self.resolved_, self.chosen_ = dict(card["resolved"]), card.get("chosen")
             # Saved before the tile padding: (0, 0), the buckets alone.
-            self.tile_pad_ = _saved_tile_pad(card.get("tile_pad", [0, 0]), self.kind_)
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise XlarankError(f"{out_dir}: not a saved competition-gnn ({exc})") from None
-        weights = regular_file(Path(out_dir) / "weights.npz", "competition-gnn weights")
-        try:
-            with np.load(weights, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except (OSError, ValueError, EOFError) as exc:
-            raise XlarankError(f"{weights}: not the weights of a saved competition-gnn "
-                               f"({exc})") from None
-        self.params_ = {k.removeprefix("param__"): jax.numpy.asarray(v)
-                        for k, v in arrays.items() if k.startswith("param__")}
+            tile_pad = _saved_tile_pad(card.get("tile_pad", [0, 0]), kind)
+        except ValueError as exc:
+            raise XlarankError(f"{path}: not a saved competition-gnn ({exc})") from None
+        weights, what = Path(out_dir) / "weights.npz", "competition-gnn weights"
+        widths = {"node": NODE_COLUMNS, **({"config": 24} if kind == "tile" else {})}
+        scalers = {f"scaler__{part}_{end}": (width,) for part, width in widths.items()
+                   for end in ("mean", "scale")}
+        shapes = {f"param__{k}": v for k, v in param_shapes(kind, resolved).items()}
+        arrays = read_weight_arrays(weights, what, {**scalers, **shapes}, XlarankError,
+                                    exact=True)
+        for part in widths:
+            if (arrays[f"scaler__{part}_scale"] <= 0).any():
+                raise XlarankError(f"{weights}: {what} scaler__{part}_scale holds a scale "
+                                   "that is not positive")
+        self.kind_, self.collection_, self.tile_pad_ = kind, collection, tile_pad
+        self.resolved_, self.chosen_ = resolved, card.get("chosen")
+        self.params_ = {k.removeprefix("param__"): jax.numpy.asarray(arrays[k],
+                                                                     jax.numpy.float32)
+                        for k in shapes}
         self.node_scaler_ = Scaler(arrays["scaler__node_mean"], arrays["scaler__node_scale"])
         self.config_scaler_ = (Scaler(arrays["scaler__config_mean"],
                                       arrays["scaler__config_scale"])
-                               if "scaler__config_mean" in arrays else None)
+                               if kind == "tile" else None)
+
+
+# What a saved model's weights and scoring read of its settings (`saved_settings`).
+SCORED_SETTINGS = ({"hidden": (1, MOST_WIDTH), "op_embed": (1, MOST_WIDTH),
+                    "layout_embed": (1, MOST_WIDTH),
+                    "sage_blocks": (0, MOST_LAYERS), "eval_configs": (0, None)},
+                   ("dropout", "head_dropout"), ("cross_attention",))

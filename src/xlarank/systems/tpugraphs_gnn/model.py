@@ -184,9 +184,9 @@ def tile_forward(p, a, gnn_layers, mlp_layers, segmented=False):
     return out, activity
 
 
-def init_params(kind: str, feat_width: int, cfg_width: int, s: dict,
-                rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """float32 weights: Glorot-uniform kernels, zero biases, embedding uniform +-0.05."""
+def _layers(kind: str, feat_width: int, cfg_width: int, s: dict) -> list[tuple[str, tuple]]:
+    """(name, shape) of the embedding and of each Dense kernel, in the order they are
+    drawn; a name ending in ``_nb`` has no bias."""
     e, h, depth = s["op_embed"], s["hidden"], s["mlp_layers"]
     shapes: list[tuple[str, tuple]] = [("op_embedding", (NUM_OPS, e))]
     if kind == "layout":
@@ -203,8 +203,30 @@ def init_params(kind: str, feat_width: int, cfg_width: int, s: dict,
             width = h
         dims = [h] * depth + [1]
         shapes += [(f"post{i}", (h, dims[i])) for i in range(len(dims))]
+    return shapes
+
+
+def param_shapes(kind: str, feat_width: int, cfg_width: int, s: dict
+                 ) -> dict[str, tuple[int, ...]]:
+    """The shape of every weight `init_params` makes, computed without making any: what
+    a saved model's weights must be."""
+    out = {}
+    for name, shape in _layers(kind, feat_width, cfg_width, s):
+        if name == "op_embedding":
+            out[name] = shape
+            continue
+        base = name.removesuffix("_nb")
+        out[f"{base}_w"] = shape
+        if not name.endswith("_nb"):
+            out[f"{base}_b"] = (shape[1],)
+    return out
+
+
+def init_params(kind: str, feat_width: int, cfg_width: int, s: dict,
+                rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """float32 weights: Glorot-uniform kernels, zero biases, embedding uniform +-0.05."""
     params = {}
-    for name, shape in shapes:
+    for name, shape in _layers(kind, feat_width, cfg_width, s):
         if name == "op_embedding":
             params[name] = rng.uniform(-GLOROT_EMBED, GLOROT_EMBED, shape)
             continue

@@ -4,6 +4,7 @@ one, scoring and its saved files."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from xlarank.systems.tpugraphs_gnn.batches import (
     uniform_sample,
     union_batch,
 )
-from xlarank.systems.tpugraphs_gnn.model import init_params
+from xlarank.systems.tpugraphs_gnn.model import init_params, param_shapes
 from xlarank.systems.tpugraphs_gnn.stats import (
     GraphArrays,
     MinMax,
@@ -358,16 +359,82 @@ class TpuGraphsGnn(RankingSystem):
              "chosen": getattr(self, "chosen_", None)}, indent=2))
 
     def _load(self, out_dir: Path) -> None:
+        """The card, then the statistics, then the weights, each checked against what
+        the one before says (XlarankError naming the file): weights of exactly the
+        shapes the settings and statistics give, read after their headers are."""
         jax = require_jax()
-        from xlarank.files import read_structured, regular_file
+        from xlarank.features.embedding import read_weight_arrays
+        from xlarank.files import read_structured
 
-        card = read_structured(Path(out_dir) / "gnn.json", "tpugraphs-gnn card", XlarankError)
-        self.kind_, self.resolved_ = card["kind"], card["resolved"]
-        self.chosen_ = card.get("chosen")
-        weights = regular_file(Path(out_dir) / "weights.npz", "tpugraphs-gnn weights")
-        with np.load(weights, allow_pickle=False) as z:
-            self.params_ = {k.removeprefix("param__"): jax.numpy.asarray(z[k])
-                            for k in z.files if k.startswith("param__")}
-            self.stats_ = Stats.from_arrays({k.removeprefix("stats__"): z[k]
-                                             for k in z.files if k.startswith("stats__")})
+        path = Path(out_dir) / "gnn.json"
+        card = read_structured(path, "tpugraphs-gnn card", XlarankError)
+        kind = card.get("kind") if isinstance(card, dict) else None
+        if kind not in ("layout", "tile"):
+            raise XlarankError(f"{path}: not a tpugraphs-gnn card (kind {kind!r}, not "
+                               "layout or tile)")
+        resolved = saved_settings(path, card.get("resolved"), SCORED_SETTINGS)
+        weights, what = Path(out_dir) / "weights.npz", "tpugraphs-gnn weights"
+        widths = {"node": 140, "config": 24 if kind == "tile" else 18}
+        bounds = {f"stats__{part}_{end}": (width,) for part, width in widths.items()
+                  for end in ("low", "high")}
+        stats = Stats.from_arrays({k.removeprefix("stats__"): v for k, v in
+                                   read_weight_arrays(weights, what, bounds, XlarankError,
+                                                      finite=False).items()})
+        for part, minmax in (("node", stats.node), ("config", stats.config)):
+            keep = minmax.keep
+            if (np.isnan(minmax.low).any() or np.isnan(minmax.high).any()
+                    or not np.isfinite(minmax.low[keep]).all()
+                    or not np.isfinite(minmax.high[keep]).all()):
+                raise XlarankError(f"{weights}: {what} stats__{part}_low/high hold a value "
+                                   "that is not finite (NaN, or inf where a column varies)")
+        shapes = param_shapes(kind, len(stats.node.keep), len(stats.config.keep),
+                              {k: int(resolved[k]) for k in SCORED_SETTINGS[0]})
+        params = read_weight_arrays(weights, what, {f"param__{k}": v for k, v in shapes.items()},
+                                    XlarankError, exact=True,
+                                    others=(*bounds, "stats__node_keep", "stats__config_keep"))
+        self.kind_, self.resolved_, self.chosen_ = kind, resolved, card.get("chosen")
+        self.stats_ = stats
+        self.params_ = {k.removeprefix("param__"): jax.numpy.asarray(v, jax.numpy.float32)
+                        for k, v in params.items()}
+
+
+# What a saved model's scoring reads of its settings: (whole numbers with the range each
+# may lie in, numbers, flags). Layer counts and widths are bounded far past any model's:
+# a count is a loop, and a width a shape, before any weight is read.
+MOST_LAYERS = 100
+MOST_WIDTH = 1 << 16
+SCORED_SETTINGS = ({"op_embed": (1, MOST_WIDTH), "hidden": (1, MOST_WIDTH),
+                    "gnn_layers": (0, MOST_LAYERS), "mlp_layers": (0, MOST_LAYERS),
+                    "infer_chunk": (1, None), "infer_budget_mb": (1, None)},
+                   ("temperature", "mse_weight"), ())
+
+
+def saved_settings(path: Path, resolved, scored: tuple[dict, tuple, tuple]) -> dict:
+    """A GNN card's ``resolved`` settings (from ``path``) if it is a table in which each
+    setting of ``scored`` (whole numbers in their range, finite numbers, flags) is of its
+    kind; XlarankError naming the file and the setting otherwise."""
+    if not isinstance(resolved, dict):
+        raise XlarankError(f"{path}: resolved is not a table of settings")
+    whole, numbers, flags = scored
+
+    def number(value) -> bool:
+        return (isinstance(value, int) and not isinstance(value, bool)
+                or isinstance(value, float) and math.isfinite(value))
+
+    for key, (least, most) in whole.items():
+        value = resolved.get(key)
+        if (not number(value) or isinstance(value, float) and not value.is_integer()
+                or value < least or most is not None and value > most):
+            span = f"in {least}..{most}" if most is not None else f">= {least}"
+            raise XlarankError(f"{path}: resolved {key} {value!r} is not a whole number "
+                               f"{span}")
+    for key in numbers:
+        if not number(resolved.get(key)):
+            raise XlarankError(f"{path}: resolved {key} {resolved.get(key)!r} is not a "
+                               "finite number")
+    for key in flags:
+        if not isinstance(resolved.get(key), bool):
+            raise XlarankError(f"{path}: resolved {key} {resolved.get(key)!r} is not true "
+                               "or false")
+    return resolved
 
