@@ -1,7 +1,8 @@
 """The exceptions xlarank raises for problems a user can fix.
 
-The CLI turns every `XlarankError` into one line on stderr and exit code 2; anything else
-is a bug in xlarank and keeps its traceback.
+The CLI turns every `XlarankError` into one line on stderr and exit code 2, and so an
+OSError of a path the user gave that cannot be named (too long, a symlink loop: Python's
+own path checks raise it); anything else is a bug in xlarank and keeps its traceback.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ tables and the option types used by several commands."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 import typing
@@ -19,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from xlarank.errors import XlarankError, XlarankWarning
@@ -83,11 +85,73 @@ class PlainCommand(TyperCommand):
         return _plain(super().get_params(ctx))
 
 
+ROOT_FLAGS = ("--verbose", "-v")
+
+
+def _root_flags_first(group: TyperGroup, args: list[str]) -> list[str]:
+    """``args`` with the root's ``--verbose`` (``-v``) given after the command's name moved
+    before it, so `xlarank train F --out M -v` is `xlarank -v train F --out M`. Not moved:
+    the value of a command's option that takes one, anything after ``--``, and a flag a
+    command has of its own."""
+    # The root's options are flags, so the first word that is not an option names the
+    # command.
+    at = next((i for i, arg in enumerate(args) if not arg.startswith("-")), None)
+    command = group.commands.get(args[at]) if at is not None else None
+    if command is None:
+        return args
+    options = [p for p in command.params if p.param_type_name == "option"]
+    if any(set(ROOT_FLAGS) & {*p.opts, *p.secondary_opts} for p in options):
+        return args
+    takes_value = {o for p in options if not getattr(p, "is_flag", False) for o in p.opts}
+    moved, kept = [], []
+    for i, arg in enumerate(args[at + 1:], at + 1):
+        if arg == "--":
+            kept += args[i:]
+            break
+        if arg in ROOT_FLAGS and args[i - 1] not in takes_value:
+            moved.append(arg)
+        else:
+            kept.append(arg)
+    return [*args[:at], *moved, args[at], *kept]
+
+
+@contextmanager
+def _usage_errors() -> Iterator[None]:
+    """A usage error (an unknown option, a missing one, a value out of range, an unknown
+    command) as one ``error:`` line naming the command, with exit code 2 as a user's
+    error has: not typer's box of usage, hint and message."""
+    try:
+        yield
+    except NoArgsIsHelpError:
+        raise
+    except click.ClickException as exc:
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "xlarank"
+        if isinstance(exc, NoSuchOption) and exc.possibilities:
+            # difflib's order: the nearest spelling first.
+            message = f"{exc.message}; did you mean {' or '.join(exc.possibilities)}?"
+        else:
+            message = exc.format_message()
+        _error_line(f"{where}: {' '.join(message.split()).rstrip('.')} (see {where} --help)")
+        raise typer.Exit(exc.exit_code) from None
+
+
 class PlainGroup(TyperGroup):
-    """The root group, shown as `PlainCommand` is."""
+    """The root group, shown as `PlainCommand` is. Its usage errors and its commands' are
+    one line each (`_usage_errors`), and its flags may follow a command's name too."""
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         return _plain(super().get_params(ctx))
+
+    def make_context(self, info_name, args, *rest, **kwargs) -> click.Context:
+        with _usage_errors():
+            return super().make_context(info_name, _root_flags_first(self, list(args)),
+                                        *rest, **kwargs)
+
+    def invoke(self, ctx: click.Context):
+        # A command's own arguments are parsed within the root's invoke.
+        with _usage_errors():
+            return super().invoke(ctx)
 
 
 class XlarankTyper(typer.Typer):
@@ -150,11 +214,26 @@ def _user_errors() -> Iterator[None]:
     try:
         yield
     except XlarankError as exc:
-        # One line, even when a library's message that it quotes spans several.
-        message = " ".join(str(exc).split())
-        err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False,
-                          soft_wrap=True)
+        _error_line(str(exc))
         raise typer.Exit(2) from None
+    except OSError as exc:
+        if exc.errno not in _NAME_ERRNOS or exc.filename is None:
+            raise
+        _error_line(f"{os.fsdecode(exc.filename)}: cannot be read ({exc.strerror})")
+        raise typer.Exit(2) from None
+
+
+# OS errors that only a path the user gave can cause, wherever a reader meets it: a name
+# longer than the file system allows (pathlib's exists(), is_dir() and is_file() raise
+# it rather than answer False) and a loop of symbolic links. Any other OSError is a bug
+# and keeps its traceback.
+_NAME_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP})
+
+
+def _error_line(message: str) -> None:
+    # One line, even when a library's message that it quotes spans several.
+    err_console.print(f"[red]error:[/red] {escape(' '.join(message.split()))}",
+                      highlight=False, soft_wrap=True)
 
 
 @contextmanager
@@ -235,6 +314,21 @@ ThreadsOption = Annotated[int, typer.Option(min=0, help="Threads for the booster
 OwnThreadsOption = Annotated[int, typer.Option(min=0, help="Threads for the boosters and "
                                                "kernels; 0: the cores, shared among make's "
                                                "parallel jobs.")]
+
+
+def _checked_seed(seed: int, option: str = "--seed") -> int:
+    """A seed option's value if it is a whole number >= 0 (`xlarank.seeds.check_seed`, as
+    every command takes it) within the range of seeds that reach a library
+    (`xlarank.rank.spec.SEEDS`: numpy's legacy generators take none past 2**32 - 1, the
+    boosters keep 31 bits); XlarankError naming ``option`` otherwise."""
+    from xlarank.rank.spec import SEEDS
+    from xlarank.seeds import check_seed
+
+    seed = check_seed(seed, option)
+    if seed > SEEDS[1]:
+        raise XlarankError(f"{option} {seed}: a seed is a whole number in {SEEDS[0]}.."
+                           f"{SEEDS[1]} here (the generators it seeds take no larger one)")
+    return seed
 
 
 def _parse_seeds(text: str) -> list[int]:

@@ -16,6 +16,7 @@ from xlarank.cli.common import (
     OwnThreadsOption,
     SchedulerOption,
     WorkersOption,
+    _checked_seed,
     _named_files,
     _parse_seeds,
     _progress,
@@ -131,6 +132,9 @@ def tune(
     from xlarank.rank.search import tune_spec_file
 
     with _user_errors(), _progress("tune", trials) as tick:
+        # The parameter draws' seed reaches scikit-learn's ParameterSampler (numpy's
+        # legacy generator), which takes none past 2**32 - 1.
+        seed = _checked_seed(seed)
         check_outputs([out, *([log] if log else [])],
                       [train_frame, valid_frame, *_named_files([spec])])
         use_threads(threads)
