@@ -49,7 +49,9 @@ _BENCHES = (
           "commit named below (with `../shared` beside it): `make demo` makes the "
           "virtualenv, installs xlarank and runs the demo; then `make test` installs the "
           "test extras and runs lint and the whole suite. The longest silence is the "
-          "longest stretch with no output a user waits through."),
+          "longest stretch with no output a user waits through; the bench reads the "
+          "output through a pipe, not a terminal, where `make demo` prints its table only "
+          "(on a terminal it names each step as it starts)."),
     Bench("featurize", "Featurize speed and memory",
           "python bench/featurize.py data/bench/npz/layout/xla/random/test/bench_40k.npz "
           f"{REAL_NLP} --out bench/results/featurize.json",
