@@ -236,10 +236,6 @@ _MEASURED = ("src/xlarank/cli/data.py (_measure_candidates / _add_measured): --m
 _VALID = ("src/xlarank/rank/train_specs.py (train_from_specs): --valid is read only after "
           "the model is trained (and the training frame warned about), so a bad one is "
           "refused after the work, below a warning line; read its meta before training")
-_PYARROW_NAME = ("src/xlarank/frame.py (read_meta): a frame path holding an undecodable "
-                 "byte (a surrogate) reaches pq.read_metadata as str, which raises "
-                 "UnicodeEncodeError, a traceback; open it with files.open_regular and "
-                 "hand pyarrow the handle")
 XFAIL: dict[tuple[str, str, str], str] = {
     **{("featurize", "data", kind): _PARTS
        for kind in ("directory", "truncated", "random", "non-utf8-name", "newline-name")},
@@ -247,16 +243,6 @@ XFAIL: dict[tuple[str, str, str], str] = {
        for kind in ("empty", "truncated", "random", "wrong-kind", "non-utf8-name",
                     "newline-name")},
     ("train", "valid", "*"): _VALID,
-    **{(command, param, "non-utf8-name"): _PYARROW_NAME
-       for command, param in (("train", "frame"), ("tune", "train_frame"),
-                              ("tune", "valid_frame"), ("evaluate", "frame"),
-                              ("report", "frame"), ("report", "train_frame"))},
-    ("score", "inputs", "directory"): (
-        "src/xlarank/score.py (npz_inputs): an input folder holding no npz files is "
-        "refused as 'no npz files among the inputs', naming no folder"),
-    ("score", "models", "symlink-loop"): (
-        "src/xlarank/score.py (score_files): Path.resolve() of a --models link loop "
-        "raises RuntimeError ('Symlink loop'), a traceback; check it as a folder first"),
     ("corpus", "out_dir", "out-symlink"): (
         "src/xlarank/atomic.py (check_output) or src/xlarank/cli/data.py (corpus): an "
         "--out-dir that is a link to a missing folder passes the check of "

@@ -289,6 +289,10 @@ def read_meta(path: str | Path) -> FrameMeta:
         raise XlarankError(f"{path}: frame not found") from None
     except (pa.ArrowInvalid, OSError) as exc:
         raise XlarankError(f"{path}: not a readable parquet frame ({exc})") from None
+    except UnicodeEncodeError:
+        # pyarrow takes a path as text: a name with bytes that are not text cannot reach it.
+        raise XlarankError(f"{ascii(str(path))}: a frame's name must be text (UTF-8); "
+                           "rename the file") from None
     raw = parquet_meta.metadata or {}
     if META_KEY not in raw:
         raise XlarankError(f"{path}: parquet file without xlarank metadata; "

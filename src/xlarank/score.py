@@ -87,10 +87,11 @@ def load_rankers(models: str | Path, collections: Iterable[str] | None = None
 def npz_inputs(inputs: Iterable[str | Path]) -> list[Path]:
     """The files to score: each input file as given, each folder's npz files (recursive,
     sorted), in input order. Raises `XlarankError` if there are none."""
-    files = [p for i in map(Path, inputs) for p in (sorted(i.rglob("*.npz")) if i.is_dir()
-                                                     else [i])]
+    inputs = [Path(i) for i in inputs]
+    files = [p for i in inputs for p in (sorted(i.rglob("*.npz")) if i.is_dir() else [i])]
     if not files:
-        raise XlarankError("no npz files among the inputs")
+        named = ", ".join(str(i) for i in inputs) or "the inputs"
+        raise XlarankError(f"{named}: no npz files there")
     return files
 
 
@@ -198,7 +199,8 @@ def score_files(paths: Iterable[str | Path], models: str | Path, out: str | Path
     check_output(out)
     if top is not None and top < 1:
         raise XlarankError(f"--top {top}: keep at least 1 config per file")
-    models = str(Path(models).resolve())
+    # realpath, not Path.resolve(): a link loop stays a path that find_models refuses.
+    models = os.path.realpath(models)
     stamp = _models_stamp(models)
     paths = [Path(p) for p in paths]
     found = find_models(models)  # fail here, once, if the models are missing or doubled
