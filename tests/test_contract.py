@@ -233,16 +233,12 @@ _PARTS = ("src/xlarank/featurize.py (featurize_files / _own_parts_dir): the outp
 _MEASURED = ("src/xlarank/cli/data.py (_measure_candidates / _add_measured): --measured is "
              "read only after the configs are measured, so the record and its manifest "
              "are written before a bad CSV is refused; read it before measuring")
-_VALID = ("src/xlarank/rank/train_specs.py (train_from_specs): --valid is read only after "
-          "the model is trained (and the training frame warned about), so a bad one is "
-          "refused after the work, below a warning line; read its meta before training")
 XFAIL: dict[tuple[str, str, str], str] = {
     **{("featurize", "data", kind): _PARTS
        for kind in ("directory", "truncated", "random", "non-utf8-name", "newline-name")},
     **{("measure", "measured", kind): _MEASURED
        for kind in ("empty", "truncated", "random", "wrong-kind", "non-utf8-name",
                     "newline-name")},
-    ("train", "valid", "*"): _VALID,
     ("corpus", "out_dir", "out-symlink"): (
         "src/xlarank/atomic.py (check_output) or src/xlarank/cli/data.py (corpus): an "
         "--out-dir that is a link to a missing folder passes the check of "

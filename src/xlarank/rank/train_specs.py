@@ -17,7 +17,7 @@ from pathlib import Path
 from xlarank.atomic import check_output, locks_outputs
 from xlarank.data.collections import get_collection
 from xlarank.distributed import engine_client
-from xlarank.errors import XlarankError
+from xlarank.errors import MismatchError, XlarankError
 from xlarank.evaluate import mean_metrics
 from xlarank.frame import read_frame, read_keys, read_meta
 from xlarank.rank.dask import train_ranker_dask
@@ -84,6 +84,13 @@ def train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
     frame_path = Path(frame_path)
     check_output(out_dir, "dir", marker=CARD_FILE)
     meta = read_meta(frame_path)
+    if valid_path is not None:
+        # Read before the work: a bad validation frame is refused before any training.
+        valid_meta = read_meta(valid_path)
+        if (valid_meta.collection, valid_meta.spec_hash) != (meta.collection, meta.spec_hash):
+            raise MismatchError(f"{valid_path}: a {valid_meta.collection} frame of feature "
+                                f"spec {valid_meta.spec['name']!r}; the training frame is "
+                                f"{meta.collection}, spec {meta.spec['name']!r}")
     typed = [str(p) for p in spec_paths] or [get_collection(meta.collection).slug]
     spec_paths = ([spec_path(p, "booster") for p in spec_paths] if spec_paths
                   else [default_booster_spec(get_collection(meta.collection).slug)])
