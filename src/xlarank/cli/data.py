@@ -233,7 +233,7 @@ def _measure_candidates(program: str, out: Path, inputs, candidates, configs_of,
         write_candidates,
     )
     from xlarank.measure.record import sidecar_path
-    from xlarank.rank.measured import read_config_indices
+    from xlarank.rank.measured import read_config_indices, read_measured_state
 
     with _user_errors():
         if candidates is not None and configs_of is not None:
@@ -255,6 +255,8 @@ def _measure_candidates(program: str, out: Path, inputs, candidates, configs_of,
                       + ([Output(measured)] if measured else []),
                       [*program_file, Input(configs_of), Input(indices)])
         wanted = read_config_indices(indices)
+        # Read before measuring: a bad CSV is refused before anything is written.
+        before = read_measured_state(measured if measured and measured.exists() else None)
         use_threads(threads)
         require_jax("measuring layout configs")
         fn, args, name = load_program(program, inputs)
@@ -267,22 +269,20 @@ def _measure_candidates(program: str, out: Path, inputs, candidates, configs_of,
                 fn, args, configs_of, wanted, out, name=name, source=program,
                 settings=settings, resume=resume, on_step=lambda *_: tick())
         if measured is not None:
-            _add_measured(measured, rows)
+            _add_measured(measured, before, rows)
     failed = [i for i, r in rows if r is None]
     console.print(f"{out}: {len(rows) - len(failed)} configs of {configs_of} measured"
                   + (f" ({len(failed)} failed: {', '.join(map(str, failed))})" if failed
                      else "") + (f" -> {measured}" if measured else ""), highlight=False)
 
 
-def _add_measured(path: Path, rows: list[tuple[int, int | None]]) -> None:
-    """The measured CSV with ``rows`` added (failed configs left out), written whole."""
+def _add_measured(path: Path, before, rows: list[tuple[int, int | None]]) -> None:
+    """The measured CSV (``before``: its rows, read before measuring) with ``rows`` added
+    (failed configs left out), written whole."""
     import pandas as pd
 
     from xlarank.atomic import atomic_path
-    from xlarank.rank.measured import read_measured
 
-    before = read_measured(path) if path.exists() else pd.DataFrame(
-        {"config_index": [], "runtime": []})
     added = pd.DataFrame([(i, r) for i, r in rows if r is not None],
                          columns=["config_index", "runtime"])
     table = pd.concat([before[["config_index", "runtime"]], added], ignore_index=True)
