@@ -233,11 +233,6 @@ _PARTS = ("src/xlarank/featurize.py (featurize_files / _own_parts_dir): the outp
 XFAIL: dict[tuple[str, str, str], str] = {
     **{("featurize", "data", kind): _PARTS
        for kind in ("directory", "truncated", "random", "non-utf8-name", "newline-name")},
-    ("corpus", "out_dir", "out-symlink"): (
-        "src/xlarank/atomic.py (check_output) or src/xlarank/cli/data.py (corpus): an "
-        "--out-dir that is a link to a missing folder passes the check of "
-        "<out-dir>/manifest.json, and the write fails with FileExistsError, a traceback; "
-        "check --out-dir itself as a folder output"),
 }
 
 

@@ -320,6 +320,11 @@ def corpus(
 
     with _user_errors():
         listed = read_programs(programs)
+        # The folder holds records added one by one, not replaced whole: it may be a
+        # link, but to a folder that is there.
+        if out_dir.is_symlink() and not out_dir.is_dir():
+            raise XlarankError(f"{out_dir}: --out-dir is a link to no folder; give a "
+                               "folder, or a path where one can be made")
         check_outputs([Output(out_dir / "manifest.json")], [Input(programs)])
         use_threads(threads)
         require_jax("measuring layout configs")
