@@ -227,12 +227,7 @@ FAST_OUTPUT_KINDS = ("out-directory", "out-fifo")
 
 # Known failures, each naming the file where its fix belongs:
 # (command, parameter, kind or "*") -> reason. Strict: a fixed one fails until removed.
-_PARTS = ("src/xlarank/featurize.py (featurize_files / _own_parts_dir): the output folder "
-          "and the frame's parts folder (.<frame>.parts/.xlarank-parts) are made before "
-          "the first input file is read, and are left behind when it is refused")
 XFAIL: dict[tuple[str, str, str], str] = {
-    **{("featurize", "data", kind): _PARTS
-       for kind in ("directory", "truncated", "random", "non-utf8-name", "newline-name")},
 }
 
 

@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -146,6 +147,16 @@ def parts_dir_for(out: Path) -> Path:
 PARTS_MARKER = ".xlarank-parts"
 
 
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (None: it exists)."""
+    missing = None
+    for folder in (path, *path.parents):
+        if os.path.lexists(folder):
+            break
+        missing = folder
+    return missing
+
+
 def _own_parts_dir(parts_dir: Path) -> Path:
     """``parts_dir``, made if missing, after refusing (XlarankError) a path that is not a
     folder xlarank made: a symbolic link (dangling or not: its target is not the frame's
@@ -217,23 +228,38 @@ def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Co
     evaluation need every config. Returns (rows, skipped, parts reused).
     """
     out = check_output(out)
-    # Two runs on one frame would delete each other's parts (the stale-part sweep below):
-    # the frame's lock covers its parts folder, which is named by the same file name.
-    with output_lock(out):
-        return _featurize_locked(paths, out, collection, split, spec, skip_bad, on_file,
-                                 workers, (split == "train") if dedup is None else dedup,
-                                 client)
+    made = _first_missing(out.parent)
+    try:
+        # Two runs on one frame would delete each other's parts (the stale-part sweep
+        # below): the frame's lock covers its parts folder, named by the same file name.
+        with output_lock(out):
+            return _featurize_locked(paths, out, collection, split, spec, skip_bad,
+                                     on_file, workers,
+                                     (split == "train") if dedup is None else dedup, client)
+    except BaseException:
+        # The folders this run made for the frame go with it when they hold no file.
+        if made is not None and not any(f for _, _, f in os.walk(made)):
+            shutil.rmtree(made, ignore_errors=True)
+        raise
 
 
 def _featurize_locked(paths, out: Path, collection: Collection, split: str | None,
                       spec: FeatureSpec, skip_bad: bool, on_file, workers: int, dedup: bool,
                       client) -> tuple[int, list[str], int]:
     """`featurize_files` once it holds the frame's lock."""
-    parts_dir = _own_parts_dir(parts_dir_for(out))
+    target = parts_dir_for(out)
+    made = None if os.path.lexists(target) else target
+    parts_dir = _own_parts_dir(target)
     jobs = [PartJob(Path(p), collection, spec, parts_dir, skip_bad, dedup) for p in paths]
-    results = list(map_ordered(featurize_part, jobs, workers,
-                               on_done=(lambda job: on_file(job.path)) if on_file else None,
-                               client=client))
+    try:
+        results = list(map_ordered(featurize_part, jobs, workers,
+                                   on_done=(lambda job: on_file(job.path)) if on_file else None,
+                                   client=client))
+    except BaseException:
+        # A refused input leaves nothing behind: the folders this run made hold no part.
+        if made is not None and not any(parts_dir.glob(f"*{PART_SUFFIX}")):
+            shutil.rmtree(made, ignore_errors=True)
+        raise
     skipped = [r.error for r in results if r.error]
     names = feature_names(spec, collection.is_tile)
     made = [(job, r) for job, r in zip(jobs, results, strict=True) if r.part is not None]
