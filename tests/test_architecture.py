@@ -100,8 +100,8 @@ def test_the_kernels_stand_alone_and_nothing_imports_the_cli():
             assert not any(unit(t) == "xlarank.cli" for t in graph.successors(module)), module
 
 
-# "issue 45", "issues #45 and", "PR 12": a tracker's number. ("fixes 2" is not one here: a
-# layout fixes positions.)
+# "issue", "issues" or "PR" and a number, with or without "#": a tracker's. ("fixes 2" is
+# not one here: a layout fixes positions.)
 ISSUE_NUMBER = re.compile(r"\b(?:issues?|pr)\s+#?\d+\b", re.IGNORECASE)
 
 
@@ -119,8 +119,7 @@ def test_no_issue_numbers_in_code_tests_or_docs():
     found = []
     for path in tracked("src", "tests", "bench/*.py", "docs", "README.md", "Makefile",
                         "features", "models", "corpus/*.toml"):
-        if (path.suffix not in (".py", ".md", ".toml", "") or not path.is_file()
-                or path == Path(__file__).resolve()):  # this file's own examples
+        if path.suffix not in (".py", ".md", ".toml", "") or not path.is_file():
             continue
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             if ISSUE_NUMBER.search(line) and "noqa: issue-number" not in line:
@@ -129,10 +128,11 @@ def test_no_issue_numbers_in_code_tests_or_docs():
 
 
 @pytest.mark.parametrize("line, holds", [
-    ("see issue 45 for why", True), ("(issue #12)", True), ("fixes 2 positions", False),
-    ("Issues 3 and 4", True), ("PR 12", True), ("colour #ff0000", False),
+    ("see issue <n> for why", True), ("(issue #<n>)", True), ("fixes 2 positions", False),
+    ("Issues <n> and 4", True), ("PR <n>", True), ("colour #ff0000", False),
     ("xla default #1 (258 distinct)", False), ("step 45 of the issue", False),
     ("https://x.org/a#12", False), ("the fix: 3 ms", False),
 ])
 def test_the_issue_number_pattern(line, holds):
-    assert bool(ISSUE_NUMBER.search(line)) == holds
+    # <n> stands for a number, so that this file holds no issue number itself.
+    assert bool(ISSUE_NUMBER.search(line.replace("<n>", "45"))) == holds

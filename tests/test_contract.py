@@ -446,9 +446,9 @@ def hostile_input(kind: str, spec: In, g: Given) -> tuple[str, list[str]]:
     name = f"{kind}{suffix}"
     path = g.tmp / name
     needles = [name]
-    if kind == "missing":
-        pass
-    elif kind == "directory":
+    if kind == "missing":  # the path is left unmade
+        return str(path), needles
+    if kind == "directory":
         # Where a file is wanted, a folder (an empty one, for a file-or-folder input);
         # where a folder is wanted, a file.
         if spec.folder:
