@@ -59,25 +59,27 @@ def model_origin(card: dict) -> str:
 def warn_if_synthetic_meets_real(card: dict, graphs: Iterable[str | Path], what: str) -> None:
     """An XlarankWarning when a model trained (even partly) on synthetic data is to score
     real graphs among ``graphs``; ``what`` names the model (e.g. "the --prior model")."""
-    if not isinstance(card, dict) or model_origin(card) not in (SYNTHETIC, MIXED):
-        return
-    real = [p for p in graphs if file_origin(p) == REAL]
-    if real:
-        partly = "partly " if model_origin(card) == MIXED else ""
-        warnings.warn(f"{what} ({card.get('collection')}) was trained {partly}on synthetic "
-                      f"data (xlarank synth) and scores {len(real)} real graph(s), e.g. "
-                      f"{real[0]}: its ranking of real graphs means little; train on "
-                      "TpuGraphs data", XlarankWarning, stacklevel=3)
+    if _synthetic_model(card):
+        real = [p for p in graphs if file_origin(p) == REAL]
+        if real:
+            _warn(card, what, f"scores {len(real)} real graph(s), e.g. {real[0]}")
 
 
 def warn_if_synthetic_meets_real_frame(card: dict, frame_origin: str, where: str,
                                        what: str) -> None:
     """`warn_if_synthetic_meets_real` for a frame: ``frame_origin`` its data_origin (the
     frame's metadata), ``where`` the frame's path."""
-    if (isinstance(card, dict) and model_origin(card) in (SYNTHETIC, MIXED)
-            and frame_origin in (REAL, MIXED)):
-        partly = "partly " if model_origin(card) == MIXED else ""
-        warnings.warn(f"{what} ({card.get('collection')}) was trained {partly}on synthetic "
-                      f"data (xlarank synth) and is evaluated on {where}, a frame of real "
-                      "graphs: its ranking of real graphs means little; train on TpuGraphs "
-                      "data", XlarankWarning, stacklevel=3)
+    if _synthetic_model(card) and frame_origin in (REAL, MIXED):
+        _warn(card, what, f"is evaluated on {where}, a frame of real graphs")
+
+
+def _synthetic_model(card) -> bool:
+    return isinstance(card, dict) and model_origin(card) in (SYNTHETIC, MIXED)
+
+
+def _warn(card: dict, what: str, meets: str) -> None:
+    partly = "partly " if model_origin(card) == MIXED else ""
+    # stacklevel 4: the caller of the public function above.
+    warnings.warn(f"{what} ({card.get('collection')}) was trained {partly}on synthetic data "
+                  f"(xlarank synth) and {meets}: its ranking of real graphs means little; "
+                  "train on TpuGraphs data", XlarankWarning, stacklevel=4)
