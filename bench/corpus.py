@@ -25,8 +25,10 @@ autotuner's search), then:
 xlarank's settings (features/, models/, the in-graph ranker) are those of db209c0, frozen
 before the corpus was first scored; nothing was chosen on it. The figures are a first look.
 
-    python bench/corpus.py --corpus corpus --parts ingraph,cross,tpu --seeds 3 \\
+    python bench/corpus.py --corpus corpus --parts ingraph,tpu --seeds 3 \\
         --out bench/results/corpus.json
+    python bench/corpus.py --corpus corpus --parts cross --seeds 3 --workers 2 \\
+        --rows bench/results/corpus_cross.jsonl --out bench/results/corpus_cross.json
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from ingraph import PEER, PIPELINE, RANDOM, RANK_GRAPH, one_file
-from provenance import write_record
-from systems import CROSS_EPOCHS, cross_fit
+from provenance import provenance, write_record
+from systems import CROSS_EPOCHS, cross_fit, read_partial
 from xlarank.evaluate import graph_headline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,37 +134,76 @@ def _fold_scores(system_name: str, train: list[Path], held: list, collection, se
                                  "best_held_in_budget", "last_held")})
 
 
-def run_cross(files: dict, systems: list[str], seeds: list[int], threads: int) -> dict:
+def _cross_unit(unit: dict) -> dict:
+    """One leave-one-family-out fold (one family, system and seed), in a worker process: its
+    row, stamped with the commit, date and machine that made it."""
     from xlarank.data.collections import get_collection
     from xlarank.data.graph import load_graph
     from xlarank.threads import use_threads
 
-    use_threads(threads)
+    use_threads(unit["threads"])
     collection = get_collection(COLLECTION)
+    held = [load_graph(Path(p), collection) for p in unit["held"]]
+    started = time.perf_counter()
+    taus, extra = _fold_scores(unit["system"], [Path(p) for p in unit["train"]], held,
+                               collection, unit["seed"], unit["threads"])
+    stamp = provenance()
+    return {"family": unit["family"], "system": unit["system"], "seed": unit["seed"],
+            "train_files": len(unit["train"]), "mean": round(float(np.mean(taus)), 4),
+            "wall_s": round(time.perf_counter() - started, 1), **extra,
+            "taus": {name: round(float(t), 4) for name, t in zip(unit["names"], taus)},
+            "commit": stamp["commit"], "dirty": stamp["dirty"], "date": stamp["date"],
+            "machine": stamp["machine"]}
+
+
+def run_cross(files: dict, systems: list[str], seeds: list[int], threads: int,
+              rows_path: Path | None = None, workers: int = 1) -> dict:
+    """Leave one family out, every family x system x seed, ``workers`` folds at a time.
+    Each fold's row is appended to ``rows_path`` (JSON lines) as it comes; a fold already
+    there (by family, system and seed) is read, not run, so a cut-short run goes on where
+    it stopped and the record is rebuilt from its rows."""
     families = sorted({family for _, family in files.values()})
-    per_program: dict = {}
-    folds: list = []
-    for seed in seeds:
+    done = read_partial(rows_path, ("family", "system", "seed"))
+    units = []
+    for seed in seeds:   # seed-major: a run cut short holds whole seeds first
         for family in families:
-            held_names = sorted(n for n, (_, f) in files.items() if f == family)
-            train = sorted(p for p, f in files.values() if f != family)
-            held = [load_graph(files[n][0], collection) for n in held_names]
+            names = sorted(n for n, (_, f) in files.items() if f == family)
             for system in systems:
-                started = time.perf_counter()
-                taus, extra = _fold_scores(system, train, held, collection, seed, threads)
-                folds.append({"family": family, "system": system, "seed": seed,
-                              "train_files": len(train), "mean": round(float(np.mean(taus)), 4),
-                              "wall_s": round(time.perf_counter() - started, 1), **extra})
-                for name, tau in zip(held_names, taus):
-                    per_program.setdefault(name, {"family": family}).setdefault(
-                        system, []).append(round(float(tau), 4))
-                print(f"cross seed {seed} {family:12} {system:16} {np.mean(taus):.3f} "
-                      f"({folds[-1]['wall_s']} s)", flush=True)
+                if (family, system, seed) not in done:
+                    units.append({"family": family, "system": system, "seed": seed,
+                                  "names": names, "threads": threads,
+                                  "held": [str(files[n][0]) for n in names],
+                                  "train": [str(p) for p, f in sorted(files.values())
+                                            if f != family]})
+    if units:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+            for row in pool.map(_cross_unit, units):
+                done[row["family"], row["system"], row["seed"]] = row
+                if rows_path is not None:
+                    with open(rows_path, "a") as handle:
+                        handle.write(json.dumps(row) + "\n")
+                print(f"cross seed {row['seed']} {row['family']:12} {row['system']:16} "
+                      f"{row['mean']:.3f} ({row['wall_s']} s)", flush=True)
+    rows = [done[f, s, seed] for seed in seeds for f in families for s in systems]
+    per_program: dict = {}
+    for row in rows:
+        for name, tau in row["taus"].items():
+            per_program.setdefault(name, {"family": row["family"]}).setdefault(
+                row["system"], []).append(tau)
     overall = {system: {**summary([t for p in per_program.values() for t in p[system]]),
                         "program_means": summary([float(np.mean(p[system]))
-                                                  for p in per_program.values()])}
+                                                  for p in per_program.values()]),
+                        "seed_means": [round(float(np.mean(
+                            [r["mean"] for r in rows if r["system"] == system
+                             and r["seed"] == seed])), 4) for seed in seeds]}
                for system in systems}
-    return {"per_program": per_program, "folds": folds, "overall": overall}
+    made = sorted({(r["commit"], r["date"][:10], r["machine"]["cpu"],
+                    r["machine"]["cores"]) for r in rows})
+    return {"seeds": seeds, "per_program": per_program,
+            "folds": [{k: v for k, v in r.items() if k not in ("taus", "machine")}
+                      for r in rows], "overall": overall,
+            "rows_made": [{"commit": c, "date": d, "cpu": cpu, "cores": n}
+                          for c, d, cpu, n in made]}
 
 
 def run_tpu(corpus: Path, samples: Path, threads: int) -> dict:
@@ -340,6 +381,11 @@ def main() -> None:
     parser.add_argument("--systems", default="xlarank,config-aggregates,random,"
                         + ",".join(STEPPED))
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=1,
+                        help="cross folds run at a time, one process each")
+    parser.add_argument("--rows", type=Path, default=None,
+                        help="the cross part's rows (JSON lines): appended as folds end, "
+                        "read instead of rerunning a fold already there")
     parser.add_argument("--out", type=Path, default=Path("bench/results/corpus.json"))
     args = parser.parse_args()
     parts = args.parts.split(",")
@@ -361,16 +407,11 @@ def main() -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as work:
         files = import_corpus(args.corpus, Path(work))
-        # The two parts side by side, one process and one thread each: no figure here is a
-        # time that the other part could stretch, but train_cpu_s, which it cannot.
-        with concurrent.futures.ProcessPoolExecutor(max_workers=2) as pool:
-            ingraph = pool.submit(run_ingraph, files, seeds) if "ingraph" in parts else None
-            cross = (pool.submit(run_cross, files, systems, seeds[:1], args.threads)
-                     if "cross" in parts else None)
-            if ingraph is not None:
-                record["ingraph"] = ingraph.result()
-            if cross is not None:
-                record["cross"] = cross.result()
+        if "ingraph" in parts:
+            record["ingraph"] = run_ingraph(files, seeds)
+        if "cross" in parts:
+            record["cross"] = run_cross(files, systems, seeds, args.threads, args.rows,
+                                        args.workers)
     if "tpu" in parts:
         record["tpu"] = run_tpu(args.corpus, args.samples, args.threads)
     if "autotune" in parts:

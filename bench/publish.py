@@ -308,7 +308,7 @@ _BENCHES = (
           "preset (`xlarank synth`: the real file counts and size mix, not TpuGraphs data) "
           "featurized, trained, evaluated and submitted, wall time and peak RSS per step."),
     Bench("corpus", "The measured corpus: real programs measured here",
-          "python bench/corpus.py --corpus corpus --parts ingraph,cross,tpu --seeds 3 "
+          "python bench/corpus.py --corpus corpus --parts ingraph,tpu --seeds 3 "
           "--out bench/results/corpus.json",
           "Real JAX programs (corpus/programs.toml: ten model families) whose layout configs "
           "`xlarank measure` compiled with XLA's CPU backend and timed on a 2-core machine "
@@ -317,9 +317,20 @@ _BENCHES = (
           "scored, and none was chosen on it. Per program: its runtime spread and noise "
           "ceiling (repeat tau: two independent halves of its rounds against each other); "
           "in-graph, a share of its distinct configs measured and the rest ranked, over "
-          "seeds; across graphs, each family left out in turn (trained on the others, "
-          "scored on it), every stepped system by the cross-graph rule; and the "
-          "corpus-trained model on the labelled real TpuGraphs graph (unet3d)."),
+          "seeds; and the corpus-trained model on the labelled real TpuGraphs graph "
+          "(unet3d)."),
+    Bench("corpus_cross", "The measured corpus: a family never seen",
+          "python bench/corpus.py --corpus corpus --parts cross --seeds 3 --workers 2 "
+          "--rows bench/results/corpus_cross.jsonl --out bench/results/corpus_cross.json",
+          "The corpus's programs, each model family left out in turn: trained on the other "
+          "families' programs, scored on the held family's configs. xlarank's default "
+          "pipeline (one fit on all train files), the config-aggregates peer (the same "
+          "pipeline on the baseline spec), random, and the four published systems by the "
+          "cross-graph rule (`xlarank.systems.cross`: inner validation on 20% of the train "
+          "files, early stopping within a 30-epoch budget, the kept epoch's scores). Every "
+          "fold's row (family, system, seed, with the commit, date and machine that made "
+          "it) is kept in the JSON lines beside the record, which is rebuilt from them; two "
+          "folds ran at a time, so wall seconds are shared, CPU seconds are not."),
     Bench("corpus_autotune", "The measured corpus: tuning by live measurements",
           "python bench/corpus.py --corpus corpus --parts autotune --seeds 3 "
           "--out bench/results/corpus_autotune.json",
@@ -1276,18 +1287,6 @@ def corpus(rec: dict) -> list[str]:
                          [[f"`{name}`", *[metric(p["results"][h][s]["mean"])
                                           for s in systems[:3] for h in shares]]
                           for name, p in ingraph["per_program"].items()]))
-    cross = rec.get("cross")
-    if cross:
-        systems = list(cross["overall"])
-        families = sorted({f["family"] for f in cross["folds"]})
-        fold = {(f["family"], f["system"]): f for f in cross["folds"]}
-        out.append("**Across graphs, one family left out**: trained on the other families' "
-                   "programs, scored on the held family's; one seed.")
-        out.append(table(["system", "over programs", "program means", *families],
-                         [[s, pm(cross["overall"][s], "worst"),
-                           pm(cross["overall"][s]["program_means"], "worst"),
-                           *[metric(fold[f, s]["mean"]) if (f, s) in fold else "–"
-                             for f in families]] for s in systems]))
     tpu = rec.get("tpu")
     if tpu:
         out.append(f"**CPU to TPU**: xlarank's default pipeline trained on the "
@@ -1296,6 +1295,45 @@ def corpus(rec: dict) -> list[str]:
                    + ", ".join(metric(v) for v in tpu["unet3d"])
                    + f" on seeds {', '.join(map(str, tpu['seeds']))}; random order "
                    + ", ".join(metric(v) for v in tpu["random"]) + ".")
+    return out
+
+
+def corpus_cross(rec: dict) -> list[str]:
+    """The measured corpus, one family left out: per system over programs and seeds, per
+    family."""
+    cross = rec["cross"]
+    systems = list(cross["overall"])
+    seeds = cross["seeds"]
+    families = sorted({f["family"] for f in cross["folds"]})
+    fold: dict = {}
+    for f in cross["folds"]:
+        fold.setdefault((f["family"], f["system"]), []).append(f["mean"])
+    made = "; ".join(f"`{m['commit']}` on {m['date']} ({m['cores']}-core {m['cpu']})"
+                     for m in cross["rows_made"])
+    out = [f"Kendall tau on the held family's programs, mean ± sd (worst) over "
+           f"{len(cross['per_program'])} programs × {len(seeds)} seeds "
+           f"({', '.join(map(str, seeds))}); the mean over seeds of each program beside it; "
+           f"then each seed's mean over programs, and per family the mean over seeds. Rows "
+           f"made at {made}.",
+           table(["system", "over programs and seeds", "program means", "per seed",
+                  *families],
+                 [[s, pm(cross["overall"][s], "worst"),
+                   pm(cross["overall"][s]["program_means"], "worst"),
+                   " / ".join(metric(v) for v in cross["overall"][s]["seed_means"]),
+                   *[metric(statistics.fmean(fold[f, s])) if (f, s) in fold else "–"
+                     for f in families]] for s in systems])]
+    stepped = [f for f in cross["folds"] if f.get("kept_epoch") is not None]
+
+    def of(system: str) -> list[dict]:
+        return [f for f in stepped if f["system"] == system]
+
+    if stepped:
+        out.append("The stepped systems' epochs (kept / stopped by the rule, of a 30-epoch "
+                   "budget) and training CPU seconds, median over folds:")
+        out.append(table(["system", "kept epoch", "stopped epoch", "train CPU s"],
+                         [[s, *[f"{statistics.median(row[k] for row in of(s)):.0f}"
+                                for k in ("kept_epoch", "stopped_epoch", "train_cpu_s")]]
+                          for s in systems if of(s)]))
     return out
 
 
@@ -1351,6 +1389,7 @@ RENDERERS = {"setup": setup, "featurize": featurize, "score": score, "startup": 
              "autotune": autotune, "autotune_noisy": autotune,
              "featurize_full": featurize_full, "full": full,
              "ingraph_timing": rank_graph_command, "corpus": corpus,
+             "corpus_cross": corpus_cross,
              "corpus_autotune": corpus_autotune}
 
 
