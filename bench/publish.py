@@ -331,6 +331,15 @@ _BENCHES = (
           "fold's row (family, system, seed, with the commit, date and machine that made "
           "it) is kept in the JSON lines beside the record, which is rebuilt from them; two "
           "folds ran at a time, so wall seconds are shared, CPU seconds are not."),
+    Bench("corpus_remeasure", "The measured corpus measured again",
+          "python bench/remeasure.py --corpus corpus --configs 50 --seed 1 "
+          "--out bench/results/corpus_remeasure.json",
+          "Every kept program of the corpus, `xlarank measure PROGRAM --remeasure RECORD "
+          "--configs 50 --seed 1` as a user runs it, on a later day than its record: 50 of "
+          "the record's configs (the default run among them) timed again on one pinned CPU. "
+          "Beside the Kendall tau between the stored and the new runtimes, what the record "
+          "says to expect: its repeat tau (even rounds against odd ones) over all its "
+          "configs and over the 50 drawn here."),
     Bench("corpus_autotune", "The measured corpus: tuning by live measurements",
           "python bench/corpus.py --corpus corpus --parts autotune --seeds 3 "
           "--out bench/results/corpus_autotune.json",
@@ -1337,6 +1346,32 @@ def corpus_cross(rec: dict) -> list[str]:
     return out
 
 
+def corpus_remeasure(rec: dict) -> list[str]:
+    """The corpus measured again: per program, the tau with the stored runtimes beside the
+    record's own repeat tau."""
+    summary = rec["summary"]
+    rows = rec["programs"]
+    failed = [n for n, r in rows.items() if "error" in r]
+    out = [f"{summary['programs']} programs, {rec['configs']} configs each, "
+           f"{', '.join(map(str, summary['days_apart']))} calendar day(s) after their "
+           f"records. Median tau with the stored runtimes "
+           f"{metric(summary['tau_with_stored_median'])}, against a median repeat tau of "
+           f"{metric(summary['stored_repeat_tau_same_configs_median'])} on the same configs "
+           f"(median gap {metric(summary['gap_median'])}); "
+           f"{summary['below_by_more_than_0.1']} program(s) agree worse than their record's "
+           "repeat tau by more than 0.1."
+           + (f" Failed: {', '.join(f'`{n}`' for n in failed)}." if failed else ""),
+           table(["program", "family", "hours apart", "tau with stored",
+                  "repeat tau, same configs", "repeat tau, all configs",
+                  "repeat tau, new run", "load before"],
+                 [[f"`{n}`", r["family"], f"{r['hours_apart']:.1f}",
+                   metric(r["tau_with_stored"]), metric(r["stored_repeat_tau_same_configs"]),
+                   metric(r["stored_repeat_tau"]), metric(r["repeat_tau"]),
+                   f"{r['load_average']['before'][0]:.2f}"]
+                  for n, r in rows.items() if "error" not in r])]
+    return out
+
+
 def corpus_autotune(rec: dict) -> list[str]:
     tune = rec["autotune"]
     budget = tune["budget"]
@@ -1389,7 +1424,7 @@ RENDERERS = {"setup": setup, "featurize": featurize, "score": score, "startup": 
              "autotune": autotune, "autotune_noisy": autotune,
              "featurize_full": featurize_full, "full": full,
              "ingraph_timing": rank_graph_command, "corpus": corpus,
-             "corpus_cross": corpus_cross,
+             "corpus_cross": corpus_cross, "corpus_remeasure": corpus_remeasure,
              "corpus_autotune": corpus_autotune}
 
 
