@@ -23,19 +23,17 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from scipy.stats import kendalltau
 
 from provenance import write_record
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import load_graph
-from xlarank.evaluate import headline, headline_metric, random_scores
+from xlarank.evaluate import headline, headline_metric, in_graph_split, random_scores
 from xlarank.features import feature_names, featurize_graph, load_feature_spec
 from xlarank.features.spec import FeatureSpec
 from xlarank.featurize import featurize_files
 from xlarank.frame import FrameMeta, read_frame
 from xlarank.rank.ingraph import IN_GRAPH_SPEC, rank_graph
-from xlarank.rank.measured import config_groups
 from xlarank.rank.spec import load_ranker_spec
 from xlarank.rank.train import train_ranker
 
@@ -56,14 +54,13 @@ def real_in_graph(samples: Path, spec: FeatureSpec) -> dict:
     block = featurize_graph(graph, spec, dedup=True)
     first = block["config_index"].to_numpy()
     runtime = block["runtime"].to_numpy(np.float64)
-    row_of = pd.Series(np.arange(len(block)), index=first).reindex(
-        config_groups(graph)).to_numpy()
     ranker_spec = dataclasses.replace(
         load_ranker_spec(ROOT / "models" / "layout-xla-default.toml"), features=spec.name)
     taus: dict[str, list[float]] = {}
     for seed in range(REAL_SEEDS):
-        order = np.random.default_rng(seed).permutation(len(block))
-        train, test = np.sort(order[: len(block) // 2]), np.sort(order[len(block) // 2:])
+        # The frame's rows are the split's distinct configs, in the same order.
+        split = in_graph_split(graph, 0.5, seed)
+        train, test = split.measured, split.held
         for removed in (None, *spec.families):
             names = feature_names(without(spec, removed), False)
             meta = FrameMeta(collection="layout:xla:default", split="train",
@@ -72,8 +69,7 @@ def real_in_graph(samples: Path, spec: FeatureSpec) -> dict:
             key = "pipeline: " + ("all features" if removed is None else f"without {removed}")
             taus.setdefault(key, []).append(kendalltau(-ranker.predict(block.iloc[test]),
                                                        runtime[test])[0])
-        rows = np.flatnonzero(np.isin(row_of, train))
-        measured = pd.DataFrame({"config_index": rows, "runtime": graph.config_runtime[rows]})
+        measured = split.measured_runs()
         for removed in (None, *IN_GRAPH_SPEC.families, "all"):
             families = () if removed == "all" else without(IN_GRAPH_SPEC, removed).families
             ranked = rank_graph(graph, measured, seed=seed, threads=2,

@@ -58,6 +58,7 @@ from provenance import checkout_at, write_record
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.distinct import first_two_runs, repeat_noise
 from xlarank.data.graph import LayoutGraph, load_graph
+from xlarank.evaluate import in_graph_split
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.frame import FrameMeta
 from xlarank.rank.ingraph import IN_GRAPH_SPEC, rank_graph
@@ -187,13 +188,11 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None,
     n = len(block)
     record = {"file": str(path), "collection": collection.id, "configs": graph.n_configs,
               "distinct_configs": n}
-    if n < 2:
-        record["left_out"] = "fewer than 2 distinct configs"
+    if n < 3:
+        record["left_out"] = "fewer than 3 distinct configs"
         return record
-    # Each config's distinct row: equal configs share their first appearance.
     distinct = distinct_configs(graph)
     record.update(hardness(distinct.group, graph.config_runtime, distinct.median))
-    row_of = pd.Series(np.arange(n), index=first).reindex(distinct.lowest).to_numpy()
     ceiling = noise_ceiling(distinct.group, graph.config_runtime)
     prior = (load_model(prior_dir / collection.slug)
              if prior_dir is not None and (prior_dir / collection.slug).exists() else None)
@@ -204,12 +203,10 @@ def one_file(path: Path, seeds: list[int], prior_dir: Path | None,
         per_seed = {}
         chosen: dict[str, int] = {}
         for seed in seeds:
-            order = np.random.default_rng(seed).permutation(n)
-            n_train = max(2, int(round(fraction * n)))
-            train, test = np.sort(order[:n_train]), np.sort(order[n_train:])
-            measured_rows = np.flatnonzero(np.isin(row_of, train))
-            measured = pd.DataFrame({"config_index": measured_rows,
-                                     "runtime": graph.config_runtime[measured_rows]})
+            # The frame's rows are the split's distinct configs, in the same order.
+            split = in_graph_split(graph, fraction, seed)
+            train, test = split.measured, split.held
+            measured = split.measured_runs()
             scores = {}
             started = time.perf_counter()
             ranked = rank_graph(graph, measured, seed=seed, threads=THREADS)

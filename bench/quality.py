@@ -47,7 +47,13 @@ import pandas as pd
 from provenance import write_record
 from xlarank.data.collections import COLLECTIONS, get_collection, split_files
 from xlarank.data.graph import load_graph
-from xlarank.evaluate import default_layout_scores, headline, headline_metric, random_scores
+from xlarank.evaluate import (
+    default_layout_scores,
+    headline,
+    headline_metric,
+    in_graph_split,
+    random_scores,
+)
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.features.embedding import save_weights
 from xlarank.features.gnn_train import train_gnn_weights
@@ -259,8 +265,9 @@ def unet3d(samples: Path, work: Path, seeds: list[int]) -> dict:
     per_seed = []
     n = len(blocks["default"])
     for seed in seeds:
-        order = np.random.default_rng(seed).permutation(n)
-        halves = np.sort(order[: n // 2]), np.sort(order[n // 2:])
+        # The frames' rows are the split's distinct configs, in the same order.
+        split = in_graph_split(graph, 0.5, seed)
+        halves = split.measured, split.held
         # gnn weights trained on this seed's training half only.
         allowed = blocks["default"]["config_index"].to_numpy()[halves[0]]
         weights, _ = train_gnn_weights([path], collection, seed=seed, epochs=GNN_EPOCHS * 4,
@@ -290,7 +297,7 @@ def unet3d(samples: Path, work: Path, seeds: list[int]) -> dict:
                                       ensemble, seed, False))
     result = {"file": str(path), "data": "real TpuGraphs sample (in-graph split)",
               "configs": int(graph.n_configs), "distinct_configs": n,
-              "train_configs": n // 2, "eval_configs": n - n // 2,
+              "train_configs": len(halves[0]), "eval_configs": len(halves[1]),
               "metric": "kendall_tau", "systems": spread(per_seed)}
     print(json.dumps({"unet3d": {k: round(v["mean"], 4) for k, v in
                                  result["systems"].items()}}), flush=True)

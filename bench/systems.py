@@ -201,28 +201,19 @@ def ingraph_task(task: dict) -> dict:
     the held-out tau of each checkpoint recorded beside its training seconds: a curve for
     the report only, since the held-out configs are scored in the callback, after the
     checkpoint's record is made, and never reach the fit."""
-    import pandas as pd
-
     from xlarank.data.graph import load_graph
-    from xlarank.features import featurize_graph, load_feature_spec
+    from xlarank.evaluate import in_graph_split
     from xlarank.metrics import kendall_tau
     from xlarank.systems import get_system
     from xlarank.threads import use_threads
 
     use_threads(task.get("threads", THREADS))
     graph = load_graph(task["path"])
-    # One row per distinct config: its first appearance and median runtime.
-    block = featurize_graph(graph, load_feature_spec(ROOT / "features" / "baseline.toml"),
-                            dedup=True)
-    first = block["config_index"].to_numpy()
-    median = block["runtime"].to_numpy(np.float64)
-    n = len(first)
     out = []
     for share in task["shares"]:
         for seed in task["seeds"]:
-            order = np.random.default_rng(seed).permutation(n)
-            m = int(round(share * n))
-            measured, held = order[:m], order[m:]
+            split = in_graph_split(graph, share, seed)
+            held_first, held_median = split.held_first, split.held_median
             curve: list[dict] = []
             aside = [0.0, 0.0]  # wall, CPU seconds spent scoring held-out configs (curve)
             chosen = None
@@ -232,17 +223,16 @@ def ingraph_task(task: dict) -> dict:
                 history = []
                 train_s = train_cpu = 0.0
             else:
-                runtime = pd.Series(median[measured], index=first[measured]).sort_index()
                 system = get_system(task["system"])(seed=seed, threads=task.get(
                     "threads", THREADS), **task.get("settings", {}))
 
-                system.fit_graph(graph, runtime, on_epoch=held_tau_recorder(
-                    system, graph, first[held], median[held], curve, aside))
+                system.fit_graph(graph, split.measured_medians(), on_epoch=held_tau_recorder(
+                    system, graph, held_first, held_median, curve, aside))
                 train_s = time.perf_counter() - started - aside[0]
                 train_cpu = time.process_time() - cpu_started - aside[1]
                 score, history = system.score(graph), system.history_
                 chosen = getattr(system, "chosen_", None)
-            tau = round(float(np.nan_to_num(kendall_tau(score[first[held]], median[held]))), 4)
+            tau = round(float(np.nan_to_num(kendall_tau(score[held_first], held_median))), 4)
             seconds = time.perf_counter() - started - aside[0]
             if task["system"] == "xlarank":
                 # Its graph-local booster trains when it first scores (BoosterSystem).

@@ -57,16 +57,11 @@ SYSTEMS = ("xlarank", "tpugraphs-gnn", "gru", "hybrid", "competition-gnn", "rand
 MIN_DISTINCT_IN_KERNEL = 10
 
 
-def _distinct(graph) -> tuple[np.ndarray, np.ndarray]:
-    """First config index int64 (n_distinct,) and median normalized runtime float64
-    (n_distinct,) of each distinct config (`distinct_configs`: its median is of the raw
-    runtime, and the tile target is runtime / normalizer)."""
-    from xlarank.data.distinct import distinct_configs
-
-    distinct = distinct_configs(graph)
+def _normalized_median(graph, split) -> np.ndarray:
+    """float64 (n_distinct,): the median normalized runtime (runtime / normalizer, the
+    tile target) of each of the split's distinct configs."""
     target = graph.config_runtime / graph.config_runtime_normalizers
-    median = np.array([np.median(target[distinct.group == g]) for g in range(len(distinct))])
-    return distinct.first, median
+    return np.array([np.median(target[split.group == g]) for g in range(len(split.first))])
 
 
 def kernel_task(task: dict) -> dict:
@@ -74,7 +69,9 @@ def kernel_task(task: dict) -> dict:
     import pandas as pd
 
     from xlarank.data.collections import get_collection
+    from xlarank.data.distinct import distinct_configs
     from xlarank.data.graph import load_graph
+    from xlarank.evaluate import in_graph_split
     from xlarank.metrics import kendall_tau, slowdown_at
     from xlarank.systems import get_system
     from xlarank.threads import use_threads
@@ -95,11 +92,11 @@ def kernel_task(task: dict) -> dict:
     for seed in task["seeds"]:
         taus, costs = {}, {}
         for graph in graphs:
-            first, median = _distinct(graph)
-            if len(first) < MIN_DISTINCT_IN_KERNEL:
+            if len(distinct_configs(graph)) < MIN_DISTINCT_IN_KERNEL:
                 continue
-            order = np.random.default_rng(seed).permutation(len(first))
-            measured, held = order[:len(first) // 2], order[len(first) // 2:]
+            split = in_graph_split(graph, 0.5, seed)
+            first, median = split.first, _normalized_median(graph, split)
+            measured, held = split.measured, split.held
             curve: list[dict] = []
             aside = [0.0, 0.0]
             fit_ended = None

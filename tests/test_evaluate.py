@@ -145,3 +145,67 @@ def test_eval_indices_that_are_not_config_indices_are_refused(frames, models, tm
     path.write_text(f'{{"{graph}": [0, {value}]}}')
     result = run("evaluate", frame, "--model", models["tile-xla"], "--eval-indices", path)
     one_error_line(result, str(path), f"graph {graph}", "is not a config index")
+
+
+# ---------------------------------------------------------------- the in-graph split
+
+def _layout_files(tiny_data):
+    return sorted((tiny_data / "npz" / "layout").rglob("train/*.npz"))
+
+
+@pytest.mark.parametrize("share", [0.5, 0.2, 0.1, 0.05])
+def test_in_graph_split_keeps_every_run_of_a_config_on_one_side(tiny_data, share):
+    from xlarank.data.distinct import distinct_configs
+    from xlarank.data.graph import load_graph
+    from xlarank.evaluate import in_graph_split
+
+    for path in _layout_files(tiny_data):
+        graph = load_graph(path)
+        d = len(distinct_configs(graph))
+        if d < 3:
+            continue
+        split = in_graph_split(graph, share, seed=4)
+        assert len(split.measured) == min(d - 1, max(2, round(share * d)))
+        assert np.array_equal(np.sort(np.r_[split.measured, split.held]), np.arange(d))
+        # Configs equal in every config column are one config, numbered by first run.
+        columns = graph.node_config_feat.reshape(graph.n_configs, -1)
+        for index, group in enumerate(split.group):
+            assert split.first[group] <= index
+            assert np.array_equal(columns[index], columns[split.first[group]])
+        assert np.all(np.diff(split.first) > 0)
+        runs = split.measured_runs()
+        assert set(np.unique(split.group[runs["config_index"]])) == set(split.measured)
+        assert not np.isin(split.group[runs["config_index"]], split.held).any()
+        expected = pd.Series(graph.config_runtime).groupby(split.group).median()
+        assert np.allclose(split.held_median, expected.to_numpy()[split.held])
+        assert np.array_equal(split.measured_medians().index, split.first[split.measured])
+
+
+def test_in_graph_split_is_seeded_and_refuses_what_it_cannot_split(tiny_data):
+    from xlarank.data.graph import load_graph
+    from xlarank.evaluate import in_graph_split
+
+    graph = load_graph(_layout_files(tiny_data)[0])
+    one, again, other = (in_graph_split(graph, 0.5, seed) for seed in (1, 1, 2))
+    assert np.array_equal(one.measured, again.measured)
+    assert not np.array_equal(one.measured, other.measured)
+    for share in (0.0, 1.0, -0.5, float("nan")):
+        with pytest.raises(XlarankError, match="share"):
+            in_graph_split(graph, share, seed=0)
+
+
+def test_in_graph_split_rows_are_the_deduplicated_frames_rows(samples, repo_specs):
+    from xlarank.data.graph import load_graph
+    from xlarank.evaluate import in_graph_split
+    from xlarank.features import featurize_graph, load_feature_spec
+
+    path = next((p for p in samples if p.name == "unet3d.npz"), None)
+    if path is None:
+        pytest.skip("real sample unet3d.npz missing")
+    graph = load_graph(path)
+    block = featurize_graph(graph, load_feature_spec(repo_specs.features("baseline")), dedup=True)
+    split = in_graph_split(graph, 0.1, seed=0)
+    assert np.array_equal(block["config_index"].to_numpy(), split.first)
+    assert np.allclose(block["runtime"].to_numpy(), split.median)
+    # unet3d: 681 distinct configs, 68 measured at 10%.
+    assert (len(split.measured), len(split.held)) == (68, 613)

@@ -9,6 +9,7 @@ from scipy.stats import kendalltau
 
 from xlarank import rank_graph
 from xlarank.data.graph import load_graph
+from xlarank.evaluate import in_graph_split
 from xlarank.rank.measured import MeasuredError, distinct_configs, read_measured
 
 
@@ -17,16 +18,10 @@ def sample(samples, name: str):
 
 
 def distinct_split(graph, share: float, seed: int):
-    """(measured rows as a DataFrame, held-out first indices, their median runtimes): all
-    measurements of a config land on the same side."""
-    distinct = distinct_configs(graph)
-    first, inverse = distinct.first, distinct.group
-    order = np.random.default_rng(seed).permutation(len(first))
-    chosen = order[: int(share * len(first))]
-    rows = np.flatnonzero(np.isin(inverse, chosen))
-    held = np.setdiff1d(np.arange(len(first)), chosen)
-    measured = pd.DataFrame({"config_index": rows, "runtime": graph.config_runtime[rows]})
-    return measured, first[held], distinct.median[held]
+    """(measured runs as a DataFrame, held-out first indices, their median runtimes): the
+    one in-graph split, every run of a config on its side."""
+    split = in_graph_split(graph, share, seed)
+    return split.measured_runs(), split.held_first, split.held_median
 
 
 @pytest.mark.slow
@@ -60,9 +55,9 @@ def test_default_cross_graph_ranker_trained_in_graph_on_real_unet3d(samples, rep
     block = featurize_graph(graph, spec, dedup=True)
     meta = FrameMeta(collection=graph.collection.id, split="train", spec=spec.to_dict(),
                      feature_names=list(block.columns[4:]), dedup=True)
-    order = np.random.default_rng(0).permutation(len(block))
-    half = len(block) // 2
-    train, held = np.sort(order[:half]), np.sort(order[half:])
+    # The frame's rows are the split's distinct configs, in the same order.
+    split = in_graph_split(graph, 0.5, seed=0)
+    train, held = split.measured, split.held
     ranker = train_ranker(block.iloc[train].reset_index(drop=True), meta,
                           load_ranker_spec(repo_specs.models("layout-xla-default")), threads=1)
     score = ranker.predict(block.iloc[held])

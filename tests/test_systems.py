@@ -16,7 +16,7 @@ from xlarank.cli import app
 from xlarank.data.collections import get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.errors import XlarankError
-from xlarank.rank.measured import distinct_configs
+from xlarank.evaluate import in_graph_split
 from xlarank.systems import SYSTEMS, RankingSystem, get_system, load_system, rank_graph_with
 
 UNET3D = "unet3d.npz"
@@ -29,14 +29,10 @@ def sample(samples, name):
 
 def unet3d_split(path, share: float, seed: int):
     """(graph, measured medians indexed by config index, held-out first indices, their
-    medians): distinct configs split at random, as bench/systems.py splits them."""
+    medians): the one in-graph split, as the benches split."""
     graph = load_graph(path)
-    distinct = distinct_configs(graph)
-    first, median = distinct.first, distinct.median
-    order = np.random.default_rng(seed).permutation(len(first))
-    m = int(round(share * len(first)))
-    measured = pd.Series(median[order[:m]], index=first[order[:m]]).sort_index()
-    return graph, measured, first[order[m:]], median[order[m:]]
+    split = in_graph_split(graph, share, seed)
+    return graph, split.measured_medians(), split.held_first, split.held_median
 
 
 def held_out_tau(system, graph, held, held_runtime) -> float:

@@ -17,7 +17,7 @@ from helpers import unmeasured_runtimes_hidden
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import load_graph
 from xlarank.data.synth import synth_dataset
-from xlarank.rank.measured import distinct_configs
+from xlarank.evaluate import in_graph_split
 from xlarank.systems import load_system
 from xlarank.systems.tpugraphs_gnn import (
     OFFICIAL,
@@ -323,18 +323,15 @@ def test_training_loss_falls_on_a_tiny_tree(jnp, tiny, collection, tmp_path):
 
 
 def unet3d_half(seed: int = 0):
-    """(graph, runtime of the measured rows, held-out distinct configs' first rows and
-    median runtimes): half of unet3d's distinct configs measured, every row of each."""
+    """(graph, runtime of the measured runs, held-out distinct configs' first rows and
+    median runtimes): half of unet3d's distinct configs measured, every run of each."""
     if not UNET3D.exists():
         pytest.skip(f"real sample missing: {UNET3D}")
     graph = load_graph(UNET3D)
-    distinct = distinct_configs(graph)
-    first, inverse = distinct.first, distinct.group
-    chosen = np.random.default_rng(seed).permutation(len(first))[: len(first) // 2]
-    rows = np.flatnonzero(np.isin(inverse, chosen))
-    runtime = pd.Series(graph.config_runtime[rows].astype(np.float64), index=rows)
-    held = np.setdiff1d(np.arange(len(first)), chosen)
-    return graph, runtime, first[held], distinct.median[held]
+    split = in_graph_split(graph, 0.5, seed)
+    runs = split.measured_runs()
+    return (graph, pd.Series(runs["runtime"].to_numpy(), index=runs["config_index"].to_numpy()),
+            split.held_first, split.held_median)
 
 
 # The recipe's rule at a test's size: two rates, a rung of 6 steps, 12 steps at most.

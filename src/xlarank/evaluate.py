@@ -55,6 +55,64 @@ def graph_headline(graph, score: np.ndarray, runtime: np.ndarray | None = None) 
     return 0.0 if np.isnan(value) else value
 
 
+class InGraphSplit:
+    """One graph's distinct configs split at random into measured and held-out ones: the
+    in-graph protocol (train on some configs of a graph, rank the rest), drawn one way.
+
+    The distinct configs are numbered by first appearance, as a deduplicated frame orders
+    them: first int64 (d,) ascending config indices, group int64 (n_configs,) each
+    config's distinct config, median float64 (d,) its median runtime. measured and held
+    are int64 ascending positions into first: ``max(2, round(share * d))`` measured
+    (Python's round, halves to even), at most d - 1, the rest held out; every run of a
+    config lands on its side.
+    """
+
+    def __init__(self, graph, share: float, seed: int):
+        from xlarank.data.distinct import distinct_configs
+
+        if not 0.0 < share < 1.0:
+            raise XlarankError(f"the measured share must lie between 0 and 1, not {share}")
+        distinct = distinct_configs(graph)
+        self.first, self.group = distinct.in_config_order()
+        d = len(self.first)
+        if d < 3:
+            raise XlarankError(f"{graph.name}: {d} distinct config(s); an in-graph split "
+                               "needs 3 or more")
+        self.runtime = np.asarray(graph.config_runtime, np.float64)
+        self.median = pd.Series(self.runtime).groupby(self.group).median().to_numpy(
+            np.float64)
+        order = np.random.default_rng(seed).permutation(d)
+        m = min(d - 1, max(2, round(share * d)))
+        self.measured, self.held = np.sort(order[:m]), np.sort(order[m:])
+
+    @property
+    def held_first(self) -> np.ndarray:
+        """int64 (held,): the held-out configs' first config indices."""
+        return self.first[self.held]
+
+    @property
+    def held_median(self) -> np.ndarray:
+        """float64 (held,): the held-out configs' median runtimes."""
+        return self.median[self.held]
+
+    def measured_runs(self) -> pd.DataFrame:
+        """Every run of a measured config: config_index, runtime (the measured-runtimes
+        table that `rank_graph` reads), in config order."""
+        rows = np.flatnonzero(np.isin(self.group, self.measured))
+        return pd.DataFrame({"config_index": rows, "runtime": self.runtime[rows]})
+
+    def measured_medians(self) -> pd.Series:
+        """float64 median runtime of each measured config, indexed by its first config
+        index (ascending): what a system's ``fit_graph`` takes."""
+        return pd.Series(self.median[self.measured], index=self.first[self.measured])
+
+
+def in_graph_split(graph, share: float, seed: int) -> InGraphSplit:
+    """`InGraphSplit` of ``graph``: ``share`` of its distinct configs measured, drawn by
+    ``seed``."""
+    return InGraphSplit(graph, share, seed)
+
+
 def load_eval_indices(path: str | Path) -> dict[str, list[int]]:
     """The official validation subsets: graph name -> config indices (a JSON object)."""
     path = Path(path)
