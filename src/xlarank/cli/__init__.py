@@ -13,8 +13,10 @@ no input is ever overwritten. The root
 ``--verbose`` flag travels in the typer context (``ctx.obj``), not in module state.
 
 Modules: app (the root app and its options), common (errors, progress, tables, shared
-options), then one per command group, each importing `app` from app: data, training,
-results, scoring.
+options), console (the rich consoles, made at a command's first output), then one per
+command group, each importing `app` from app: data, training, results, scoring. Start-up
+imports typer and these alone: a command imports what its work needs in its body, and
+help is click's plain text (no rich), so `xlarank --help` costs less than `import numpy`.
 """
 
 from __future__ import annotations

@@ -12,18 +12,20 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import typer._click as click
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from xlarank.errors import XlarankError, XlarankWarning
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# rich is imported where a command prints, not here: start-up and `xlarank --help` (plain
+# click help, the app's rich_markup_mode=None) go without it.
 
 
 class _PlainArgument(TyperArgument):
@@ -66,23 +68,45 @@ def _plain(params: list[click.Parameter]) -> list[click.Parameter]:
         elif isinstance(param, TyperOption) and not isinstance(param, _PlainOption):
             param.__class__ = _PlainOption
             param.metavar = param.metavar or _metavar(param)
-        else:
-            continue
-        # Help texts are literal: '[gnn]' is not rich markup to be swallowed.
-        if param.help:
-            param.help = escape(param.help)
     return params
 
 
-class PlainCommand(TyperCommand):
-    """A command whose help shows plain metavars and literal brackets."""
+# Stands for "-" while click wraps a help text: a line then breaks at spaces only, never
+# inside an option's name (--max-minutes) or a word such as cold-start.
+_UNBROKEN_HYPHEN = "\u2011"
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.help = escape(self.help) if self.help else self.help
+
+class _PlainFormatter(click.HelpFormatter):
+    """click's help formatter, its lines wrapped at spaces only."""
+
+    def write_text(self, text: str) -> None:
+        super().write_text(text.replace("-", _UNBROKEN_HYPHEN))
+
+    def write_dl(self, rows: Sequence[tuple[str, str]], *args, **kwargs) -> None:
+        super().write_dl([(term, text.replace("-", _UNBROKEN_HYPHEN)) for term, text in rows],
+                         *args, **kwargs)
+
+    def getvalue(self) -> str:
+        return super().getvalue().replace(_UNBROKEN_HYPHEN, "-")
+
+
+class _PlainContext(click.Context):
+    formatter_class = _PlainFormatter
+
+
+class PlainCommand(TyperCommand):
+    """A command whose help shows plain metavars (its help texts are plain text, as the
+    app's rich_markup_mode=None has them: '[gnn]' shows as written)."""
+
+    context_class = _PlainContext
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         return _plain(super().get_params(ctx))
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        # The root's list of commands shows each one's first sentence whole, wrapped,
+        # rather than cut at the width left beside the names.
+        return super().get_short_help_str(limit=1_000)
 
 
 ROOT_FLAGS = ("--verbose", "-v")
@@ -140,6 +164,8 @@ class PlainGroup(TyperGroup):
     """The root group, shown as `PlainCommand` is. Its usage errors and its commands' are
     one line each (`_usage_errors`), and its flags may follow a command's name too."""
 
+    context_class = _PlainContext
+
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         return _plain(super().get_params(ctx))
 
@@ -159,33 +185,12 @@ class XlarankTyper(typer.Typer):
     plain ``@app.command()`` shows its help like the others."""
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(cls=PlainGroup, **kwargs)
+        # Plain click help, not typer's rich panels: those import rich and markdown-it at
+        # every --help, more than the rest of the start-up together.
+        super().__init__(cls=PlainGroup, rich_markup_mode=None, **kwargs)
 
     def command(self, name: str | None = None, *, cls: type | None = None, **kwargs):
         return super().command(name, cls=cls or PlainCommand, **kwargs)
-
-
-class _SafeConsole(Console):
-    """A console whose lines never change a command's outcome: the result is written (or
-    the error decided) before its message is printed, so a stream that cannot take the
-    message (a full disk as /dev/full, a closed pipe) loses the message, not the exit
-    code. Characters the stream's encoding lacks (a non-ASCII path under
-    PYTHONIOENCODING=ascii) are escaped instead (`tolerant_streams`)."""
-
-    def print(self, *objects, **kwargs) -> None:
-        try:
-            super().print(*objects, **kwargs)
-        except OSError:
-            _drop_stream(self.file)
-
-
-def _drop_stream(stream) -> None:
-    """Point the file descriptor under ``stream`` at /dev/null, so the interpreter's flush
-    at exit (of what the failed write left buffered) cannot fail the process."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, stream.fileno())
-        os.close(null)
 
 
 def tolerant_streams() -> None:
@@ -196,17 +201,30 @@ def tolerant_streams() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
-def _console(stderr: bool = False) -> Console:
-    """A console that wraps at the terminal's width, and off a terminal (a pipe, a log
-    file, make's output) not at all: a table or line cut at rich's default 80 columns
-    is harder to read and to grep."""
-    stream = sys.stderr if stderr else sys.stdout
-    wide = None if stream is not None and stream.isatty() else 10_000
-    return _SafeConsole(stderr=stderr, width=wide, soft_wrap=wide is not None)
+class _DeferredConsole:
+    """Stands for the rich console of stdout (or stderr) until its first use, which makes
+    it (`xlarank.cli.console.make_console`): rich loads when a command prints."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._made: Console | None = None
+
+    @property
+    def made(self) -> Console:
+        if self._made is None:
+            from xlarank.cli.console import make_console
+
+            self._made = make_console(self._stderr)
+        return self._made
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)  # copy and pickle ask before __init__ has run
+        return getattr(self.made, name)
 
 
-console = _console()
-err_console = _console(stderr=True)
+console = _DeferredConsole()
+err_console = _DeferredConsole(stderr=True)
 
 
 @contextmanager
@@ -231,6 +249,8 @@ _NAME_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP})
 
 
 def _error_line(message: str) -> None:
+    from rich.markup import escape
+
     # One line, even when a library's message that it quotes spans several.
     err_console.print(f"[red]error:[/red] {escape(' '.join(message.split()))}",
                       highlight=False, soft_wrap=True)
@@ -244,8 +264,16 @@ def _progress(label: str, total: int) -> Iterator[Callable[..., None]]:
     if not err_console.is_terminal:
         yield lambda _item=None: None
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeRemainingColumn(), console=err_console, transient=True)
+                   TimeRemainingColumn(), console=err_console.made, transient=True)
     task = bar.add_task(label, total=total)
 
     def tick(_item: object = None) -> None:
@@ -270,6 +298,8 @@ NPZ = "*.npz"
 
 
 def _show_skipped(lines: Iterable[str]) -> None:
+    from rich.markup import escape
+
     for line in lines:
         err_console.print(f"[yellow]skipped[/yellow] {escape(line)}", highlight=False,
                           soft_wrap=True)
@@ -282,6 +312,8 @@ def _show_warning(message, category, *args, **kwargs) -> None:
     """xlarank's own warnings as one ``warning:`` line; others as Python shows them."""
     if not issubclass(category, XlarankWarning):
         return _python_showwarning(message, category, *args, **kwargs)
+    from rich.markup import escape
+
     # One line, as an error is: a name holding a newline must not start a line of its own.
     err_console.print(f"[yellow]warning:[/yellow] {escape(' '.join(str(message).split()))}",
                       highlight=False, soft_wrap=True)
@@ -290,6 +322,8 @@ def _show_warning(message, category, *args, **kwargs) -> None:
 def _show_table(title: str, columns: Sequence[tuple[str, str]],
                 rows: Iterable[Sequence[str]]) -> None:
     """Print a table; columns are (header, justify) pairs."""
+    from rich.table import Table
+
     grid = Table(title=title)
     for header, justify in columns:
         grid.add_column(header, justify=justify)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,8 +23,9 @@ from xlarank.cli.common import (
     console,
 )
 from xlarank.errors import XlarankError
-from xlarank.outputs import Input, Output, check_outputs
-from xlarank.threads import use_threads
+
+if TYPE_CHECKING:
+    from xlarank.outputs import Input
 
 
 @app.command()
@@ -47,6 +48,7 @@ def synth(
     The files are the same for any --workers.
     """
     from xlarank.data.synth import PRESETS, SynthNoise, synth_dataset, synth_file_count
+    from xlarank.outputs import Output, check_outputs
 
     with _user_errors():
         check_outputs([Output(out_dir, "dir")])
@@ -104,6 +106,7 @@ def import_(
     xlarank score. See docs/xla.md.
     """
     from xlarank.data.xla import MANIFEST, import_records
+    from xlarank.outputs import Input, Output, check_outputs
 
     with _user_errors():
         check_outputs([Output(out_dir, "dir", marker=MANIFEST)],
@@ -176,6 +179,8 @@ def measure(
     from xlarank.measure import Settings, load_program, measure_program
     from xlarank.measure import remeasure as again
     from xlarank.measure.record import sidecar_path
+    from xlarank.outputs import Input, Output, check_outputs
+    from xlarank.threads import use_threads
 
     with _user_errors():
         check_outputs([Output(out), Output(sidecar_path(out))],
@@ -217,6 +222,8 @@ def measure(
 
 def _program_input(program: str) -> list[Input]:
     """The program's file as an input no output may replace (none when not named)."""
+    from xlarank.outputs import Input
+
     path = program.rpartition(":")[0]
     return [Input(Path(path))] if path else []
 
@@ -233,7 +240,9 @@ def _measure_candidates(program: str, out: Path, inputs, candidates, configs_of,
         write_candidates,
     )
     from xlarank.measure.record import sidecar_path
+    from xlarank.outputs import Input, Output, check_outputs
     from xlarank.rank.measured import read_config_indices, read_measured_state
+    from xlarank.threads import use_threads
 
     with _user_errors():
         if candidates is not None and configs_of is not None:
@@ -317,6 +326,8 @@ def corpus(
     from xlarank.compat import require_jax
     from xlarank.measure import Settings
     from xlarank.measure.corpus import build_corpus, read_programs
+    from xlarank.outputs import Input, Output, check_outputs
+    from xlarank.threads import use_threads
 
     with _user_errors():
         listed = read_programs(programs)
@@ -413,6 +424,8 @@ def featurize(
     """
     from xlarank.distributed import engine_client
     from xlarank.featurize import featurize_files, frame_jobs, resolve_feature_spec
+    from xlarank.outputs import Input, check_outputs
+    from xlarank.threads import use_threads
 
     with _user_errors():
         use_threads(threads)

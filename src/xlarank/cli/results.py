@@ -16,8 +16,6 @@ from xlarank.cli.common import (
     err_console,
 )
 from xlarank.errors import XlarankError
-from xlarank.outputs import Input, Output, check_outputs
-from xlarank.threads import use_threads
 
 
 @app.command()
@@ -34,7 +32,9 @@ def evaluate(
     threads: OwnThreadsOption = 0,
 ) -> None:
     """Per-graph and mean metrics: Kendall tau and OPA (layout), slowdown@K (tile)."""
+    from xlarank.outputs import check_outputs
     from xlarank.score import SUMMARY_SUFFIX, evaluate_model
+    from xlarank.threads import use_threads
 
     with _user_errors():
         check_outputs([out_csv, out_csv.with_suffix(SUMMARY_SUFFIX)] if out_csv else [],
@@ -56,6 +56,7 @@ def compare(
 ) -> None:
     """Table of each collection's headline metric across runs (models, random, baseline)."""
     from xlarank.evaluate import HEADLINE_LABELS, SUMMARY_SUFFIX, compare_runs
+    from xlarank.outputs import Input, check_outputs
 
     with _user_errors():
         check_outputs([out_csv] if out_csv else [], [Input(reports, "*" + SUMMARY_SUFFIX)])
@@ -84,7 +85,9 @@ def report(
 ) -> None:
     """HTML page with PNG plots and a metrics CSV: per-graph metric, rank scatter, feature
     importance, learning curve, next to the peers."""
+    from xlarank.outputs import Output, check_outputs
     from xlarank.report import REPORT_PAGE, report_from_paths
+    from xlarank.threads import use_threads
 
     with _user_errors():
         models = [(name, Path(path)) for name, _, path in (m.rpartition("=") for m in model)]

@@ -23,9 +23,6 @@ from xlarank.cli.common import (
     console,
     err_console,
 )
-from xlarank.data.collections import get_collection
-from xlarank.outputs import Input, check_outputs
-from xlarank.threads import use_threads
 
 
 @app.command()
@@ -45,8 +42,11 @@ def score(
     threads: ThreadsOption = 0,
 ) -> None:
     """Rank every config of each file, best first: file, rank, config_index, score."""
+    from xlarank.data.collections import get_collection
     from xlarank.distributed import engine_client
+    from xlarank.outputs import Input, check_outputs
     from xlarank.score import npz_inputs, score_files
+    from xlarank.threads import use_threads
 
     with _user_errors():
         check_outputs([out_csv], [models, *(Input(path, NPZ) for path in inputs)])
@@ -84,9 +84,11 @@ def rank_graph(
     combined by their median; each copy sits with the config it copies. xlarank chooses
     its graph-local model on the measured configs (--verbose says which)."""
     from xlarank.atomic import atomic_path, output_lock
+    from xlarank.outputs import check_outputs
     from xlarank.rank.ingraph import InGraphChoice, rank_graph
     from xlarank.rank.measured import read_measured_rows
     from xlarank.systems import rank_graph_with
+    from xlarank.threads import use_threads
 
     with _user_errors():
         check_outputs([out_csv], [graph, measured, prior])
@@ -137,8 +139,10 @@ def suggest(
     one, each with its predicted score, uncertainty and why it was chosen (exploit,
     explore, cold-start)."""
     from xlarank.atomic import atomic_path, output_lock
+    from xlarank.outputs import check_outputs
     from xlarank.rank.strategies import make_strategy, parse_strategy_options
     from xlarank.rank.tuner import suggest_next
+    from xlarank.threads import use_threads
 
     with _user_errors():
         chosen = make_strategy(strategy, parse_strategy_options(strategy_option))
@@ -162,7 +166,9 @@ def submit(
     threads: OwnThreadsOption = 0,
 ) -> None:
     """Write the competition CSV (ID,TopConfigs): top 5 for tile, full order for layout."""
+    from xlarank.outputs import Input, check_outputs
     from xlarank.score import load_rankers, submission_files, write_submission
+    from xlarank.threads import use_threads
 
     with _user_errors():
         check_outputs([out_csv], [Input(data, NPZ), models])

@@ -25,10 +25,7 @@ from xlarank.cli.common import (
     console,
     err_console,
 )
-from xlarank.data.collections import get_collection, split_files
 from xlarank.errors import XlarankError
-from xlarank.outputs import Input, Output, check_outputs
-from xlarank.threads import use_threads
 
 
 @app.command("gnn-train")
@@ -47,8 +44,10 @@ def gnn_train(
 ) -> None:
     """Train the gnn or gru family's weights (needs jax: pip install 'xlarank[gnn]');
     featurize with them by --weights gnn=FILE (or gru=FILE), without jax."""
+    from xlarank.data.collections import get_collection, split_files
     from xlarank.features.embedding import save_weights
     from xlarank.features.families import weighted_families
+    from xlarank.outputs import Input, check_outputs
 
     with _user_errors():
         check_outputs([out], [Input(data, NPZ)])
@@ -95,8 +94,10 @@ def train(
     an ensemble: one booster per spec and seed, scores min-max normalized per
     graph and averaged. The local engine trains in this process, on --threads.
     """
+    from xlarank.outputs import Output, check_outputs
     from xlarank.rank.ranker import CARD_FILE
     from xlarank.rank.train_specs import train_from_specs
+    from xlarank.threads import use_threads
 
     with _user_errors():
         check_outputs([Output(out_dir, "dir", CARD_FILE)],
@@ -129,7 +130,9 @@ def tune(
 ) -> None:
     """Random search over a booster spec's parameters (bounded by --trials / --max-minutes);
     writes the best spec on the validation frame."""
+    from xlarank.outputs import check_outputs
     from xlarank.rank.search import tune_spec_file
+    from xlarank.threads import use_threads
 
     with _user_errors(), _progress("tune", trials) as tick:
         # The parameter draws' seed reaches scikit-learn's ParameterSampler (numpy's
