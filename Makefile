@@ -73,9 +73,9 @@ test-fast: dev ## the suite without the slow, dask and gnn tests, on 2 workers (
 lint: dev ## ruff over src, tests and bench (settings in pyproject.toml)
 	$(BIN)/ruff check src tests bench
 
-fuzz: dev ## long fuzzing of reader, featurizer, model cards and folders, specs, outputs, frames, measured CSVs, tuning records: FUZZ_EXAMPLES per strategy
+fuzz: dev ## long fuzzing of reader, featurizer, model cards and folders, specs, outputs, frames, measured CSVs, tuning records (bytes and fields), saved systems: FUZZ_EXAMPLES per strategy
 	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz.py \
-	    --hypothesis-show-statistics -k "mutations or members or generated or cards or model_folders or spec_files or output_paths or frame_files or measured_files or tuning_records"
+	    --hypothesis-show-statistics -k "mutations or members or generated or cards or model_folders or spec_files or output_paths or frame_files or measured_files or tuning_records or saved_systems"
 
 # ---------------------------------------------------------------- pipeline
 # DATA is a dataset root holding npz/ (real TpuGraphs or `xlarank synth` output).
@@ -149,77 +149,27 @@ $(REPORTS)/submission.csv: $(foreach c,$(COLLECTIONS),$(TRAINED)/xlarank/$(c)/ca
 submission: $(REPORTS)/submission.csv ## competition CSV for the five test folders
 
 # ---------------------------------------------------------------- benchmarks
+# Every bench is declared once, in bench/benches.py (its command, what it measures, the
+# data it reads); bench/run.py runs a target's benches in that order (`python bench/run.py
+# --list` names them, `--only NAME` runs one) and bench/publish.py renders the page.
 BENCH_GRAPH := data/bench/npz/layout/xla/random/test/bench_40k.npz
-REAL_NLP_SAMPLE := ../shared/tpugraphs/npz/layout/nlp/default/test/3a0c5517a87df8d82fd637b83298a3ba.npz
-REAL_TILE_SAMPLE := ../shared/tpugraphs/npz/tile/xla/test/0a1c5dcfa9f1f4ebcc1282a1d1ca8ecb.npz
 
 $(BENCH_GRAPH): | $(VENV)/.installed
 	$(BIN)/python bench/featurize.py --make-graph $@
 
-QUALITY_SEEDS ?= 3
-DEMO_FRAMES := features/frames/$(notdir $(DEMO_DATA))
 DEMO_TRAINED := models/trained/$(notdir $(DEMO_DATA))
 DEMO_MODELS := $(foreach c,$(COLLECTIONS),$(DEMO_TRAINED)/xlarank/$(c)/card.json)
 bench: $(BENCH_GRAPH) $(DEMO_DATA)/synth.json $(VENV)/.dev-installed ## featurize speed/memory, scoring latency, ablation, engines, quality, in-graph, published systems, real tile kernels, autotune replay -> bench/results/*.json
 	$(MAKE) --no-print-directory $(DEMO_MODELS) DATA=$(DEMO_DATA)
-	$(BIN)/python bench/featurize.py $(BENCH_GRAPH) $(REAL_NLP_SAMPLE) --out bench/results/featurize.json
-	$(BIN)/python bench/startup.py $(REAL_NLP_SAMPLE) --model $(DEMO_TRAINED)/xlarank \
-	    --tile $(REAL_TILE_SAMPLE) --out bench/results/startup.json
-	$(BIN)/python bench/score.py $(REAL_NLP_SAMPLE) --model $(DEMO_TRAINED)/xlarank/layout-nlp-default \
-	    --out bench/results/score.json
-	$(BIN)/python bench/ingraph.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/ingraph.json
-	$(BIN)/python bench/ingraph.py --timing-only --out bench/results/ingraph_timing.json
 	$(MAKE) --no-print-directory $(NOISY_DATA)/synth.json
-	$(BIN)/python bench/ingraph.py --samples $(NOISY_DATA)/none --synthetic $(NOISY_DATA) \
-	    --synthetic-files 2 --peer-only --no-timing --out bench/results/ingraph_noisy.json
-	$(BIN)/python bench/ablation.py $(DEMO_DATA) --out bench/results/ablation.json
-	$(BIN)/python bench/engines.py $(DEMO_DATA) --frame $(DEMO_FRAMES)/default/layout-nlp-default/train.parquet \
-	    --out bench/results/engines.json
-	$(BIN)/python bench/quality.py $(DEMO_DATA) --seeds $(QUALITY_SEEDS) --out bench/results/quality.json
-	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts synthetic --seeds $(QUALITY_SEEDS) --out bench/results/systems.json
-	@# tpugraphs-gnn's in-graph recipe takes 10-20 CPU minutes a fit: 9 fits, one core each.
-	$(BIN)/python bench/systems.py --parts ingraph --systems xlarank,tpugraphs-gnn,gru,hybrid \
-	    --shares 0.5,0.2,0.1 --ingraph-seeds $(QUALITY_SEEDS) --threads 1 \
-	    --out bench/results/systems_fair.json
-	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts synthetic --collections tile:xla \
-	    --seeds $(QUALITY_SEEDS) --out bench/results/systems_tile.json
-	@# competition-gnn's in-graph fit: about 2,500 steps of 1.2-2.5 CPU s on unet3d at most.
-	$(BIN)/python bench/systems.py --parts ingraph --systems xlarank,competition-gnn \
-	    --shares 0.5,0.2,0.1 --ingraph-seeds $(QUALITY_SEEDS) --threads 1 \
-	    --out bench/results/systems_competition.json
-	@# Every stepped system across graphs by the cross-graph rule, a curve per epoch.
-	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts cross \
-	    --systems xlarank,tpugraphs-gnn,gru,hybrid,competition-gnn --cross-seed-list 0,1 \
-	    --threads 1 --cross-partial bench/results/systems_cross.jsonl \
-	    --out bench/results/systems_cross.json
-	@# The same rule with more training graphs (the real preset's counts), the demo's beside.
-	$(BIN)/python bench/systems.py --data $(DEMO_DATA) --parts counts \
-	    --systems xlarank,tpugraphs-gnn,gru,hybrid,competition-gnn --cross-seed-list 0,1 \
-	    --threads 1 --collections layout:xla:default,layout:xla:random,layout:nlp:default,layout:nlp:random,tile:xla \
-	    --counts-partial bench/results/systems_counts.jsonl \
-	    --cross-partial bench/results/systems_cross.jsonl --out bench/results/systems_counts.json
-	@# Each GNN system's first and marginal epoch on a sample of real-sized files.
-	$(BIN)/python bench/systems.py --parts scale --systems tpugraphs-gnn,gru,hybrid,competition-gnn \
-	    --out bench/results/systems_scale.json
-	$(BIN)/python bench/tile_kernels.py --seeds $(QUALITY_SEEDS) --out bench/results/tile_kernels_curves.json
-	$(BIN)/python bench/autotune.py --synthetic $(DEMO_DATA) --prior $(DEMO_TRAINED)/xlarank --out bench/results/autotune.json
-	$(BIN)/python bench/autotune.py --synthetic-only --synthetic $(NOISY_DATA) --no-ablations \
-	    --out bench/results/autotune_noisy.json
-	$(BIN)/python bench/corpus.py --corpus corpus --parts ingraph,tpu --seeds 3 \
-	    --out bench/results/corpus.json
-	$(BIN)/python bench/corpus.py --corpus corpus --parts cross --seeds 3 --workers 2 \
-	    --rows bench/results/corpus_cross.jsonl --out bench/results/corpus_cross.json
-	$(BIN)/python bench/corpus.py --corpus corpus --parts autotune --seeds 3 \
-	    --out bench/results/corpus_autotune.json
-	$(BIN)/python bench/remeasure.py --corpus corpus --configs 50 --seed 1 \
-	    --out bench/results/corpus_remeasure.json
+	$(BIN)/python bench/run.py --target bench
 	@echo "bench figures: bench/results/*.json. The page to update is docs/benchmarks.md:" \
 	    "'make bench-publish' copies them to bench/published/ and rewrites it."
 
 # docs/benchmarks.md is rendered from bench/published/*.json alone (each stamped with its
 # date, commit, machine and command), so it never holds a figure no command produced.
 bench-setup: ## time make demo and make test from a fresh clone of HEAD (about 20 min) -> bench/results/setup.json
-	$(PYTHON) bench/setup.py --out bench/results/setup.json
+	$(PYTHON) bench/run.py --target bench-setup
 
 bench-publish: $(VENV)/.installed ## copy bench/results/*.json to bench/published/, rewrite docs/benchmarks.md from them
 	$(BIN)/python bench/publish.py
@@ -228,7 +178,7 @@ bench-publish: $(VENV)/.installed ## copy bench/results/*.json to bench/publishe
 # data/synth-real, about an hour) end to end: featurize, train, evaluate, submit.
 FULL_PRESET ?= real
 bench-full: $(VENV)/.installed ## the real-sized synthetic dataset end to end: time and peak RSS per step -> bench/results/full.json
-	$(BIN)/python bench/full.py --preset $(FULL_PRESET) --out bench/results/full.json
+	$(BIN)/python bench/run.py --target bench-full --set preset=$(FULL_PRESET)
 
 # The demo's sizes, measured as noisily as the real layout record (repeat tau 0.36; the
 # demo's files draw 0.6-0.95): bench/ingraph.py's noisy rows.

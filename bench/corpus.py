@@ -6,13 +6,13 @@ configs were compiled by XLA and timed on this machine. Its records are imported
 autotuner's search), then:
 
 - ingraph: per program, a share (0.5, 0.2, 0.1) of its distinct configs measured, the rest
-  ranked (bench/ingraph.py's `one_file`): rank-graph, the default train pipeline on the
+  ranked (bench/ingraph_protocol.py's `one_file`): rank-graph, the default train pipeline on the
   measured configs and the raw-config-columns peer, with random; Kendall tau on the held
   configs, over --seeds splits;
 - cross: leave one family out: trained on the other families' programs, scored on the
   held family's: xlarank's default pipeline (one fit, all train files), the
   config-aggregates peer, random, and the published systems by the cross-graph rule
-  (`xlarank.systems.cross`, through bench/systems.py's `cross_fit`: inner validation on
+  (`xlarank.systems.cross`, through bench/crossgraph.py's `cross_fit`: inner validation on
   20% of the train files, early stopping, the kept epoch's scores);
 - tpu: xlarank's default pipeline trained on the whole corpus, scored on the labelled real
   TpuGraphs layout graph (unet3d): CPU-measured programs against a TPU's runtimes;
@@ -42,9 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ingraph import PEER, PIPELINE, RANDOM, RANK_GRAPH, one_file
+from crossgraph import CROSS_EPOCHS, cross_fit
+from harness import read_partial
+from ingraph_protocol import PEER, PIPELINE, RANDOM, RANK_GRAPH, one_file
 from provenance import provenance, write_record
-from systems import CROSS_EPOCHS, cross_fit, read_partial
 from xlarank.evaluate import graph_headline
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -46,26 +46,30 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
-import resource
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from crossgraph import counts_tree, cross_record, run_cross
+from curves import cross_curves, ingraph_curves
+from epoch_cost import run_scale
+from harness import (
+    THREADS,
+    held_tau_recorder,
+    in_fresh_process,
+    peak_rss_mb,
+    per_graph,
+    plateau_time,
+    read_partial,
+    summary,
+)
 from provenance import write_record
 from xlarank.evaluate import graph_headline
-from xlarank.systems.cross import (
-    CROSS_INNER_SHARE,
-    CROSS_MOST_GRAPHS,
-    fit_by_cross_validation,
-)
 
 ROOT = Path(__file__).resolve().parents[1]
 UNET3D = "npz/layout/xla/default/train/unet3d.npz"
 SHARES = (0.5, 0.2, 0.1)
-THREADS = 2
 # Synthetic-part settings, per kind of collection: the GNNs' official epochs (500 layout,
 # 100 tile) do not fit a bench (the scale part projects what they cost); a tile epoch
 # over the demo's 400 kernels is ~10 s for tpugraphs-gnn, a layout epoch ~1.5 s.
@@ -84,35 +88,9 @@ SYNTH_SETTINGS = {
 # validation.
 INGRAPH_VARIANTS: list = []
 PEERS = {"peer: config aggregates (XGBoost pairwise)": ("xlarank", {"booster_spec": "baseline"})}
-# The official trainers' epoch counts (google-research-datasets/tpu_graphs): layout 50
-# with early stop 25 since ddd187c (2023-11-11, HEAD), 500 with early stop 40 before
-# (422a990, 2023-08-29, the version tpugraphs-gnn follows); tile 100 with early stop 20
-# (unchanged since 422a990).
-OFFICIAL_EPOCHS = {"tile": {"HEAD": 100},
-                   "layout": {"HEAD ddd187c": 50, "422a990": 500}}
-# The cross-graph rule (the curves part) is xlarank.systems.cross's, each author's
-# learning rate. The epoch budget is what one core affords per system and collection; a
-# curve still rising at its end says so (best_held_in_budget, last_held).
-CROSS_EPOCHS = {"layout": 30, "tile": 8}
 # Tile kernels of the counts part: 4x the demo's, what one core runs in about half an hour
 # for the three cheaper stepped systems (the real preset's 5,709 would take 14x the demo's).
 COUNTS_TILE_FILES = 1600
-CROSS_AFTER_STOP = 8   # epochs run past the rule's stop, to show what going on gives
-SCALE_EPOCHS = 4        # epochs timed in one fit: the first and three marginal ones
-SCALE_SYSTEMS = ("tpugraphs-gnn", "gru", "hybrid", "competition-gnn")
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def per_graph(metrics: list[float]) -> dict:
-    """The headline over graphs (mean) and, since a few very slow tile kernels decide the
-    mean of 1 - slowdown@5, the per-graph median and the share of graphs whose value is at
-    least 0.95 (tile: a config within 5% of the best among the top five)."""
-    values = np.asarray(metrics, np.float64)
-    return {"metric": float(values.mean()), "median": float(np.median(values)),
-            "within_5pct": float((values >= 0.95).mean())}
 
 
 def synthetic_task(task: dict) -> dict:
@@ -157,41 +135,6 @@ def synthetic_task(task: dict) -> dict:
                                          collection, system)
     return {"rows": rows, "peak_rss_mb": round(peak_rss_mb(), 1),
             "submission": submission if task["system"] != "random" else []}
-
-
-def plateau_time(curve: list[dict], final: float, within: float = 0.01,
-                 clock: str = "seconds") -> float | None:
-    """Training time (``clock``: "seconds" wall, "cpu_seconds" process CPU) of the first
-    checkpoint whose held-out tau is within ``within`` of ``final`` (the returned model's
-    held-out tau): the time to come within 0.01 of its own plateau. None without
-    checkpoints."""
-    for point in curve:
-        if point["held_tau"] is not None and point["held_tau"] >= final - within:
-            return point[clock]
-    return None
-
-
-def held_tau_recorder(system, graph, rows: np.ndarray, truth: np.ndarray, curve: list,
-                      aside: list) -> Callable[[dict], None]:
-    """The ``on_epoch`` of an in-graph fit that appends, at each checkpoint with an inner
-    tau (or of a refit), its record and the Kendall tau of the system's scores of the
-    held-out configs ``rows`` against ``truth`` (float64, their runtimes) to ``curve``,
-    and the wall and CPU seconds it spent to ``aside`` (so they are not training time).
-    The held-out configs are scored after the checkpoint's record is made: a curve for
-    the report only."""
-    from xlarank.metrics import kendall_tau
-
-    def checkpoint(record: dict) -> None:
-        if record.get("inner_tau") is None and record.get("phase") != "refit":
-            return
-        begun, cpu = time.perf_counter(), time.process_time()
-        tau = kendall_tau(system.score_rows(graph, rows), truth)
-        curve.append({k: record.get(k) for k in ("epoch", "learning_rate", "phase",
-                                                 "inner_tau", "seconds", "cpu_seconds")}
-                     | {"held_tau": round(float(np.nan_to_num(tau)), 4)})
-        aside[0] += time.perf_counter() - begun
-        aside[1] += time.process_time() - cpu
-    return checkpoint
 
 
 def ingraph_task(task: dict) -> dict:
@@ -247,316 +190,6 @@ def ingraph_task(task: dict) -> dict:
                         "loss_first_last": ([history[0]["train_loss"],
                                              history[-1]["train_loss"]] if history else None)})
     return {"rows": out, "peak_rss_mb": round(peak_rss_mb(), 1)}
-
-
-def scale_task(task: dict) -> dict:
-    """Wall and CPU seconds of a system's fit of ``SCALE_EPOCHS`` epochs over a sample of
-    real-sized files: the first epoch (with the one-off costs: statistics, loading,
-    compiling) and the marginal epoch (the median of the later ones). Systems that report
-    no epochs (hybrid) are fitted at 1 and 2 epochs, and the difference is the marginal."""
-    from xlarank.data.collections import get_collection
-    from xlarank.systems import get_system
-    from xlarank.threads import use_threads
-
-    use_threads(THREADS)
-    collection = get_collection(task["collection"])
-    files = [Path(f) for f in task["files"]]
-    key = get_system(task["system"]).epoch_setting
-    extra = {"early_stop": 0} if task["system"] == "tpugraphs-gnn" else {}
-
-    def fit(epochs: int) -> tuple[list[float], list[float]]:
-        """(wall, CPU) seconds from the start to each epoch's end; the fit's end last."""
-        wall: list[float] = []
-        cpu: list[float] = []
-
-        def mark(_=None):
-            wall.append(time.perf_counter() - started)
-            cpu.append(time.process_time() - cpu_started)
-
-        system = get_system(task["system"])(seed=0, threads=THREADS, **{key: epochs}, **extra)
-        started, cpu_started = time.perf_counter(), time.process_time()
-        # The hybrid fits its booster after every epoch when asked for epochs (so that
-        # a checkpoint scores): its epochs are timed by whole fits instead.
-        system.fit(files, collection, on_epoch=None if task["system"] == "hybrid" else mark)
-        mark()
-        return wall, cpu
-
-    out = {"epochs_timed": SCALE_EPOCHS}
-    wall, cpu = fit(SCALE_EPOCHS)
-    for name, ends in (("", wall), ("cpu_", cpu)):
-        if len(ends) == SCALE_EPOCHS + 1:
-            first, marginal = ends[0], float(np.median(np.diff(ends[:-1])))
-        else:
-            out["epochs_timed"] = 2
-            first = fit(1)[name == "cpu_"][-1]
-            marginal = max(fit(2)[name == "cpu_"][-1] - first, 0.0)
-        out[f"{name}first_epoch_s"] = round(first, 2)
-        out[f"{name}marginal_epoch_s"] = round(marginal, 3)
-    out["fit_s"] = round(wall[-1], 2)
-    return {**out, "peak_rss_mb": round(peak_rss_mb(), 1)}
-
-
-def held_out_files(files: list[Path]) -> list[Path]:
-    """The valid split's files a curve is scored on: every one, or a fixed seeded
-    ``CROSS_MOST_GRAPHS`` of them (the same for every system and seed)."""
-    files = sorted(files)
-    if len(files) <= CROSS_MOST_GRAPHS:
-        return files
-    keep = np.random.default_rng(6).choice(len(files), CROSS_MOST_GRAPHS, replace=False)
-    return [files[i] for i in sorted(keep)]
-
-
-def cross_fit(system, train_files: list[Path], collection, held: list, seed: int) -> dict:
-    """``system`` (built with its epoch budget) fit on ``train_files`` by the cross-graph
-    rule (`xlarank.systems.cross.fit_by_cross_validation`), going on ``CROSS_AFTER_STOP``
-    epochs past the rule's stop for the curve, with the ``held`` graphs' headline at each
-    checkpoint (mean and median over graphs; their scoring is not training time).
-    Returns the curve, the kept and stopped positions, the kept epoch's held-out scores
-    (one float64 array per held graph) and its figures."""
-    got = fit_by_cross_validation(system, train_files, collection, seed=seed, held=held,
-                                  after_stop=CROSS_AFTER_STOP, refit=False)
-    curve = []
-    for point, scores in zip(got.curve, got.held_scores):
-        values = per_graph([graph_headline(g, s) for g, s in zip(held, scores)])
-        curve.append({**point, "held": round(values["metric"], 4),
-                      "held_median": round(values["median"], 4)})
-    kept, stopped = got.kept, got.stopped
-    figure = curve[kept]["held"]
-    plateau = next(p for p in curve[:stopped + 1] if p["held"] >= figure - 0.01)
-    return {"curve": curve, "kept": kept, "stopped": stopped,
-            "scores": got.held_scores[kept], "metric": figure,
-            "median": curve[kept]["held_median"],
-            "kept_epoch": curve[kept]["epoch"], "stopped_epoch": curve[stopped]["epoch"],
-            "train_s": curve[stopped]["seconds"],
-            "train_cpu_s": curve[stopped]["cpu_seconds"],
-            "plateau_cpu_s": plateau["cpu_seconds"],
-            "best_held_in_budget": max(p["held"] for p in curve),
-            "last_held": curve[-1]["held"], "fit_files": len(got.fit_files),
-            "inner_files": len(got.inner_files)}
-
-
-def cross_task(task: dict) -> dict:
-    """One system on one collection and seed by the cross-graph rule (`cross_fit`), in this
-    (fresh) process: systems with epochs train on the inner-training files for the whole
-    epoch budget. Systems without epochs (xlarank, random) train once on the whole train
-    split, as in-graph, where they take every measured config."""
-    from xlarank.data.collections import get_collection, split_files
-    from xlarank.data.graph import load_graph
-    from xlarank.systems import get_system
-    from xlarank.threads import use_threads
-
-    use_threads(task["threads"])
-    collection = get_collection(task["collection"])
-    kind = "tile" if collection.is_tile else "layout"
-    seed = task["seed"]
-    train = split_files(task["data"], collection, "train")
-    held = [load_graph(f, collection) for f in held_out_files(
-        split_files(task["data"], collection, "valid"))]
-    out = {"collection": collection.id, "system": task["system"], "seed": seed,
-           "fit_files": len(train), "inner_files": 0, "held_files": len(held),
-           "curve": []}
-    if task["system"] == "random":
-        rng = np.random.default_rng(seed)
-        values = [graph_headline(g, rng.random(g.n_configs)) for g in held]
-        return {**out, **per_graph(values), "train_s": 0.0, "train_cpu_s": 0.0,
-                "peak_rss_mb": round(peak_rss_mb(), 1)}
-    key = get_system(task["system"]).epoch_setting
-    settings = {key: CROSS_EPOCHS[kind]} if key else {}
-    system = get_system(task["system"])(seed=seed, threads=task["threads"], **settings)
-    if key is None:
-        started, cpu_started = time.perf_counter(), time.process_time()
-        system.fit(train, collection)
-        train_s = time.perf_counter() - started
-        train_cpu = time.process_time() - cpu_started
-        return {**out, **per_graph([graph_headline(g, system.score(g))
-                                    for g in held]),
-                "train_s": round(train_s, 2), "train_cpu_s": round(train_cpu, 2),
-                "peak_rss_mb": round(peak_rss_mb(), 1)}
-    got = cross_fit(system, train, collection, held, seed)
-    got.pop("scores")
-    return {**out, **got, "settings": settings, "peak_rss_mb": round(peak_rss_mb(), 1)}
-
-
-def cross_record(data: str, seeds: list[int], threads: int, results: list[dict],
-                 not_run: list | None) -> dict:
-    """A cross-graph part's record: its data, seeds and the rule's settings beside the rows
-    (`run_cross`) and the units it did not run."""
-    return {"data": data, "seed_list": seeds, "threads": threads, "epochs": CROSS_EPOCHS,
-            "inner_share": CROSS_INNER_SHARE, "most_graphs": CROSS_MOST_GRAPHS,
-            "results": results, "not_run": not_run or []}
-
-
-def read_partial(partial: Path | None, keys: tuple[str, ...]) -> dict:
-    """The rows a cut-short run appended to ``partial`` (JSON lines), by the tuple of
-    their ``keys`` values; {} without the file."""
-    done = {}
-    if partial is not None and partial.exists():
-        for line in partial.read_text().splitlines():
-            row = json.loads(line)
-            done[tuple(row[k] for k in keys)] = row
-    return done
-
-
-def run_cross(data: Path, seeds: list[int], systems: list[str], collections: list[str],
-              partial: Path | None = None, threads: int = THREADS,
-              not_run: list | None = None, leave_out: list | None = None) -> list[dict]:
-    """Every collection x system x seed by `cross_task`, each in a fresh process; rows go
-    to ``partial`` (JSON lines) as they come, and units already there are not run again.
-    With a ``not_run`` list, units missing from ``partial`` are not run but appended there
-    as [collection, system, seed], so a record can be built from the rows a run made.
-    Units in ``leave_out`` (as ``not_run`` lists them) are neither run nor read."""
-    from xlarank.data.collections import COLLECTIONS, get_collection
-
-    wanted = [get_collection(c).id for c in collections] if collections else [
-        c.id for c in COLLECTIONS]
-    done = read_partial(partial, ("collection", "system", "seed"))
-    left_out = {tuple(unit) for unit in leave_out or []}
-    rows = []
-    for collection in wanted:
-        for system in [*systems, "random"]:
-            for seed in seeds:
-                if (collection, system, seed) in left_out:
-                    continue
-                if (collection, system, seed) in done:
-                    rows.append(done[collection, system, seed])
-                    continue
-                if not_run is not None:
-                    not_run.append([collection, system, seed])
-                    continue
-                row = in_fresh_process(cross_task, {
-                    "data": str(data), "collection": collection, "system": system,
-                    "seed": seed, "threads": threads})
-                rows.append(row)
-                if partial is not None:
-                    with open(partial, "a") as handle:
-                        handle.write(json.dumps(row) + "\n")
-                print(f"cross-graph {collection:20s} {system:16s} seed {seed} "
-                      f"{row['metric']:+.4f} (kept epoch {row.get('kept_epoch')}, stopped "
-                      f"{row.get('stopped_epoch')}, best in budget "
-                      f"{row.get('best_held_in_budget')}) train {row['train_cpu_s']:.1f} "
-                      "CPU s", flush=True)
-    return cross_summary(rows)
-
-
-def cross_summary(rows: list[dict]) -> list[dict]:
-    """Per (collection, system): the metric over seeds, CPU seconds to the rule's stop and
-    to the system's own plateau, and xlarank's CPU seconds where its one fit reaches
-    that plateau (less 0.01; None where it does not) with the ratio of the two."""
-    out = []
-    keys = list(dict.fromkeys((r["collection"], r["system"]) for r in rows))
-    for collection, system in keys:
-        mine = [r for r in rows if (r["collection"], r["system"]) == (collection, system)]
-        ours = [r for r in rows if (r["collection"], r["system"]) == (collection, "xlarank")]
-        entry = {"collection": collection, "system": system,
-                 "seeds": [r["seed"] for r in mine],
-                 "metric": summary([r["metric"] for r in mine]),
-                 "median": summary([r["median"] for r in mine]),
-                 "train_cpu_s": round(float(np.mean([r["train_cpu_s"] for r in mine])), 2),
-                 "plateau_cpu_s": round(float(np.mean([r.get("plateau_cpu_s",
-                                                             r["train_cpu_s"])
-                                                       for r in mine])), 2),
-                 "peak_rss_mb": max(r["peak_rss_mb"] for r in mine),
-                 "per_seed": [{k: r.get(k) for k in
-                               ("seed", "metric", "kept_epoch", "stopped_epoch",
-                                "best_held_in_budget", "last_held", "train_cpu_s",
-                                "plateau_cpu_s", "fit_files", "inner_files", "held_files")}
-                              for r in mine],
-                 "curves": {str(r["seed"]): r["curve"] for r in mine if r["curve"]}}
-        if ours and system not in ("xlarank", "random"):
-            ours_metric = float(np.mean([r["metric"] for r in ours]))
-            ours_cpu = float(np.mean([r["train_cpu_s"] for r in ours]))
-            reached = ours_metric >= entry["metric"]["mean"] - 0.01
-            entry["xlarank_cpu_s_to_plateau"] = round(ours_cpu, 2) if reached else None
-            entry["plateau_ratio"] = (round(entry["plateau_cpu_s"] / max(ours_cpu, 0.01), 1)
-                                      if reached else None)
-        out.append(entry)
-    return out
-
-
-# One colour per system in every curve figure (a system's learning rates share it).
-SYSTEM_COLOURS = {"xlarank": "C0", "tpugraphs-gnn": "C1", "gru": "C2", "hybrid": "C3",
-                  "competition-gnn": "C4", "random": "C7"}
-
-
-def colour_of(name: str) -> str:
-    return SYSTEM_COLOURS.get(name, "C9")
-
-
-def plot_rates(ax, curve: list[dict], name: str, floor: float = 0.1) -> None:
-    """One line per learning rate of an in-graph curve, in the system's colour with a
-    style per rate: held-out tau against CPU s."""
-    styles = ["-", "--", ":", "-."]
-    for i, rate in enumerate(dict.fromkeys(p["learning_rate"] for p in curve)):
-        points = [p for p in curve if p["learning_rate"] == rate]
-        ax.plot([max(p.get("cpu_seconds", p.get("seconds", 0.0)), floor) for p in points],
-                [p["held_tau"] for p in points], marker=".", color=colour_of(name),
-                linestyle=styles[i % len(styles)], label=f"{name} lr {rate:g}")
-
-
-def finish_curves(fig, axes, title: str, path: Path) -> str:
-    """Log time axes, grid and legends, the title, and the figure saved at ``path``."""
-    for ax in axes:
-        ax.set_xscale("log")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return str(path)
-
-
-def cross_curves(results: list[dict], out_dir: Path, stem: str) -> str | None:
-    """bench/results/<stem>-cross-curve.png: per collection, the held-out headline at each
-    epoch of seed 0's run (the first seed's) against its training CPU seconds (log axis),
-    the rule's kept checkpoint starred; systems without epochs are a point per seed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    collections = list(dict.fromkeys(r["collection"] for r in results))
-    if not collections:
-        return None
-    fig, axes = plt.subplots(1, len(collections), figsize=(max(6.4, 4.2 * len(collections)),
-                                                          3.8), squeeze=False)
-    for ax, collection in zip(axes[0], collections):
-        for row in (r for r in results if r["collection"] == collection):
-            curve = next(iter(row["curves"].values()), None)
-            if curve:
-                line, = ax.plot([max(p["cpu_seconds"], 0.1) for p in curve],
-                                [p["held"] for p in curve], marker=".", label=row["system"],
-                                color=colour_of(row["system"]))
-                first = row["per_seed"][0]
-                kept = curve[first["kept_epoch"] - 1]
-                ax.scatter([max(kept["cpu_seconds"], 0.1)], [kept["held"]], marker="*",
-                           s=120, color=line.get_color(), zorder=4)
-            else:
-                ax.scatter([max(p["train_cpu_s"], 0.1) for p in row["per_seed"]],
-                           [p["metric"] for p in row["per_seed"]], label=row["system"],
-                           color=colour_of(row["system"]), zorder=3)
-        ax.set_title(f"{collection}", fontsize=9)
-        ax.set_xlabel("training CPU seconds (1 core)")
-    axes[0][0].set_ylabel("held-out headline (tau; tile 1 - slowdown@5)")
-    return finish_curves(fig, axes[0], "Cross-graph: held-out headline at each epoch against "
-                         "training time; star: the rule's kept checkpoint\n(for the report "
-                         "only: it never steers training)", out_dir / f"{stem}-cross-curve.png")
-
-
-def in_fresh_process(fn, task: dict) -> dict:
-    """fn(task) in a new spawned process, so its peak RSS is its own."""
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(1, maxtasksperchild=1) as pool:
-        return pool.apply(fn, (task,))
-
-
-def summary(values: list[float]) -> dict:
-    a = np.asarray(values, dtype=np.float64)
-    return {"mean": round(float(a.mean()), 4),
-            "sd": round(float(a.std(ddof=1)), 4) if len(a) > 1 else 0.0,
-            "min": round(float(a.min()), 4), "per_seed": [round(float(v), 4) for v in a]}
 
 
 def run_synthetic(data: Path, seeds: list[int], systems: list[str],
@@ -653,140 +286,6 @@ def ingraph_row(label: str, share: float, settings: dict, rows: list[dict],
           f"({row['train_cpu_s']:.1f} s CPU), within 0.01 of its plateau at "
           f"{row['plateau_s']:.1f} s ({row['plateau_cpu_s']:.1f} s CPU)", flush=True)
     return row
-
-
-def ingraph_curves(results: list[dict], out_dir: Path, stem: str = "systems"
-                   ) -> str | None:
-    """bench/results/<stem>-ingraph-curve.png (stem: the record's, so records do not
-    overwrite each other's): per share, the held-out tau of each
-    checkpoint of seed 0's run against its training CPU seconds (log axis), one line per
-    learning rate tried; systems without checkpoints are a point per seed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    shares = sorted({r["share"] for r in results}, reverse=True)
-    if not shares:
-        return None
-    fig, axes = plt.subplots(1, len(shares), figsize=(max(6.4, 4.2 * len(shares)), 3.8),
-                             squeeze=False, sharey=True)
-    for ax, share in zip(axes[0], shares):
-        for row in (r for r in results if r["share"] == share):
-            curve = row["curves"].get("0") or next(iter(row["curves"].values()), None)
-            if curve:
-                plot_rates(ax, curve, row["system"])
-            else:
-                ax.scatter([max(p.get("train_cpu_s", p["train_s"]), 0.1)
-                            for p in row["per_seed"]],
-                           [p["tau"] for p in row["per_seed"]], label=row["system"],
-                           color=colour_of(row["system"]), zorder=3)
-        ax.set_title(f"unet3d, {share:.0%} measured", fontsize=9)
-        ax.set_xlabel("training CPU seconds (1 core)")
-    axes[0][0].set_ylabel("Kendall tau, held-out configs")
-    return finish_curves(fig, axes[0], "In-graph: held-out tau at each checkpoint against "
-                         "training time\n(for the report only: it never steers training)",
-                         out_dir / f"{stem}-ingraph-curve.png")
-
-
-def scale_sample(work: Path, per_collection: int, seed: int,
-                 only: list[str] | None = None) -> dict:
-    """{collection id: (sampled train files, train files in the real preset)}: a seeded
-    draw of the real preset's train jobs, written under ``work`` once (``only``: these
-    collections' files alone are written and returned; the draw is the same)."""
-    from xlarank.data.synth import PRESETS, synth_jobs, write_synth_file
-
-    jobs = [j for j in synth_jobs(work, 0, PRESETS["real"]) if j.split == "train"]
-    rng = np.random.default_rng(seed)
-    sample = {}
-    for collection_id in sorted({j.collection.id for j in jobs}):
-        mine = [j for j in jobs if j.collection.id == collection_id]
-        drawn = [mine[i] for i in sorted(rng.choice(len(mine), per_collection, replace=False))]
-        if only and collection_id not in only:
-            continue
-        for job in drawn:
-            if not (work / job.rel).exists():
-                write_synth_file(job)
-        sample[collection_id] = ([str(work / j.rel) for j in drawn], len(mine))
-    return sample
-
-
-def counts_tree(work: Path, tile_train: int, base: str = "demo",
-                counts: str = "real") -> Path:
-    """A synthetic tree under ``work``, written once: the ``base`` preset's graph sizes and
-    cost model (seed 0) at the ``counts`` preset's train-file counts per layout collection,
-    ``tile_train`` tile kernels, and the base preset's valid files (no test split).
-
-    Every file is made from its own seeded stream, so the valid files are the base tree's
-    and its train files are the first ones here: only the number of training graphs
-    differs from `xlarank synth --preset base`."""
-    from dataclasses import replace
-
-    from xlarank.data.collections import COLLECTIONS
-    from xlarank.data.synth import PRESETS, synth_jobs, write_synth_file
-
-    base_size, count_size = PRESETS[base], PRESETS[counts]
-    size = replace(base_size, tile_files=(tile_train, base_size.tile_files[1], 0),
-                   layout_files_each=tuple((count_size.files(c)[0], base_size.files(c)[1], 0)
-                                           for c in COLLECTIONS if not c.is_tile))
-    for job in synth_jobs(work, 0, size):
-        if not (work / job.rel).exists():
-            write_synth_file(job)
-    return work
-
-
-def authors_epochs(system: str, collection_id: str, train_files: int) -> dict[str, float]:
-    """{version: epochs over a train split of ``train_files`` files} of the system's own
-    recipe: tpugraphs-gnn's official versions, competition-gnn's training scripts (tile
-    counted in steps of one kernel, so its epochs are the steps over the files), gru's and
-    the hybrid's defaults (no published epoch count)."""
-    from xlarank.data.collections import get_collection
-    from xlarank.systems import get_system
-
-    if system == "tpugraphs-gnn":
-        return dict(OFFICIAL_EPOCHS["tile" if get_collection(collection_id).is_tile
-                                    else "layout"])
-    if system == "competition-gnn":
-        from xlarank.systems.competition_gnn.system import OFFICIAL
-
-        settings = OFFICIAL[collection_id]
-        return {"original": settings["epochs"] if settings["epochs"] is not None
-                else round(settings["max_steps"] / train_files, 1)}
-    return {"default": get_system(system).defaults()[get_system(system).epoch_setting]}
-
-
-def run_scale(work: Path, per_collection: int, systems: list[str] | None = None,
-              only: list[str] | None = None) -> list[dict]:
-    results = []
-    for collection_id, (files, total) in scale_sample(work, per_collection, 0, only).items():
-        for system in (s for s in SCALE_SYSTEMS if not systems or s in systems):
-            got = in_fresh_process(scale_task, {"collection": collection_id, "files": files,
-                                                "system": system})
-            scale = total / len(files)
-            # From CPU seconds (a busy machine stretches wall time): the system's own
-            # epochs at the marginal epoch's cost over the whole split, the one-off costs aside
-            # (the sample's first epoch minus its marginal one, reported beside it: part
-            # of it, compiling, does not grow with the files); early stopping may end
-            # sooner.
-            epochs_by_version = authors_epochs(system, collection_id, total)
-            projected = {version: round(got["cpu_marginal_epoch_s"] * scale * epochs / 3600, 2)
-                         for version, epochs in epochs_by_version.items()}
-            results.append({"collection": collection_id, "system": system,
-                            "sample_files": len(files), "train_files": total, **got,
-                            "epoch_s": round(got["cpu_marginal_epoch_s"] * scale, 1),
-                            "one_off_s": round(max(got["cpu_first_epoch_s"]
-                                                   - got["cpu_marginal_epoch_s"], 0.0), 2),
-                            # The key predates gru's and the hybrid's defaults in it:
-                            # published records and the page read it by this name.
-                            "official_epochs": epochs_by_version,
-                            "projected_h": projected})
-            print(f"scale {collection_id:20s} {system:15s} first epoch "
-                  f"{got['cpu_first_epoch_s']:.2f} s CPU ({got['first_epoch_s']:.2f} wall), "
-                  f"marginal {got['cpu_marginal_epoch_s']:.3f} s CPU "
-                  f"({got['marginal_epoch_s']:.3f} wall) "
-                  f"({len(files)}/{total} files) -> {projected} h, "
-                  f"rss {got['peak_rss_mb']:.0f} MB", flush=True)
-    return results
 
 
 def loss_plots(synthetic: list[dict], out_dir: Path) -> list[str]:

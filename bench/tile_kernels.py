@@ -12,7 +12,7 @@ random order:
   held-out one; 1 - slowdown@5 on runtime / default runtime (the competition's tile
   metric), over all 15 kernels and over the kernels with more than 5 configs (where the
   top 5 is not every config), with the median and the share within 5% of the best. The
-  stepped systems train by bench/systems.py's cross-graph rule: on 11 of the 14, with 3
+  stepped systems train by bench/crossgraph.py's cross-graph rule: on 11 of the 14, with 3
   held out as inner validation for early stopping and the kept epoch.
 
 In the kernel every stepped system trains by the in-graph rule (`xlarank.systems.inner`),
@@ -35,21 +35,18 @@ from pathlib import Path
 
 import numpy as np
 
-from provenance import write_record
-from systems import (
-    CROSS_EPOCHS,
+from crossgraph import CROSS_EPOCHS, cross_fit
+from curves import colour_of, finish_curves, plot_rates
+from harness import (
     THREADS,
-    colour_of,
-    cross_fit,
-    finish_curves,
     held_tau_recorder,
     in_fresh_process,
     peak_rss_mb,
     plateau_time,
-    plot_rates,
     read_partial,
     summary,
 )
+from provenance import write_record
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT.parent / "shared" / "tpugraphs" / "raw" / "op_tuning_data.pb"
@@ -140,7 +137,7 @@ def kernel_task(task: dict) -> dict:
                 rule = {"train_cpu_s": round(time.process_time() - cpu_started, 2)}
                 score = system.score(graph)
             else:
-                # The cross-graph rule on the other 14 kernels (bench/systems.py).
+                # The cross-graph rule on the other 14 kernels (bench/crossgraph.py).
                 got = cross_fit(make(seed, **{key: CROSS_EPOCHS["tile"]}),
                                 files[:i] + files[i + 1:], collection, [graph], seed)
                 score = got["scores"][0]

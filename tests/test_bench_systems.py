@@ -1,6 +1,7 @@
-"""bench/systems.py's cross-graph part (the curves): the held-out sample, the held graphs'
-curve around the library's rule (`xlarank.systems.cross`) and the summary's times,
-against hand-worked examples; and the page's rendering of it."""
+"""bench/systems.py's cross-graph part (the curves, bench/crossgraph.py and bench/curves.py):
+the held-out sample, the held graphs' curve around the library's rule
+(`xlarank.systems.cross`) and the summary's times, against hand-worked examples; the scale
+part's epochs (bench/epoch_cost.py); and the page's rendering of them (bench/render/)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 try:
+    import crossgraph
+    import curves
+    import epoch_cost
     import publish
-    import systems
+    from render.systems import cross_graph
 finally:
     sys.path.remove(str(ROOT / "bench"))
 
@@ -27,11 +31,11 @@ def point(epoch: int, inner: float, held: float, cpu: float) -> dict:
 
 def test_the_held_out_sample_is_the_same_for_every_seed():
     few = [Path(f"v{i}.npz") for i in range(8)]
-    assert systems.held_out_files(few) == sorted(few)
+    assert crossgraph.held_out_files(few) == sorted(few)
     many = [Path(f"v{i:03d}.npz") for i in range(100)]
-    picked = systems.held_out_files(many)
-    assert len(picked) == systems.CROSS_MOST_GRAPHS and picked == sorted(picked)
-    assert systems.held_out_files(list(reversed(many))) == picked
+    picked = crossgraph.held_out_files(many)
+    assert len(picked) == crossgraph.CROSS_MOST_GRAPHS and picked == sorted(picked)
+    assert crossgraph.held_out_files(list(reversed(many))) == picked
 
 
 def test_the_summary_times_each_plateau_against_xlarank():
@@ -45,7 +49,7 @@ def test_the_summary_times_each_plateau_against_xlarank():
              "median": 0.45, "train_cpu_s": 9.0, "plateau_cpu_s": 8.0,
              "curve": [point(1, 0, 0.45, 8.0)], "kept_epoch": 1, "stopped_epoch": 1,
              "peak_rss_mb": 2.0}]
-    out = {r["system"]: r for r in systems.cross_summary(rows)}
+    out = {r["system"]: r for r in crossgraph.cross_summary(rows)}
     assert out["gnn"]["xlarank_cpu_s_to_plateau"] == 2.0
     assert out["gnn"]["plateau_ratio"] == 10.0
     # xlarank's 0.40 does not come within 0.01 of 0.45: no time, no ratio.
@@ -53,10 +57,10 @@ def test_the_summary_times_each_plateau_against_xlarank():
     assert out["better"]["plateau_ratio"] is None
     assert "plateau_ratio" not in out["xlarank"]
 
-    page = "\n".join(publish.cross_graph(
+    page = "\n".join(cross_graph(
         {"data": "synthetic: d (xlarank synth), valid split", "seed_list": [0],
          "epochs": {"layout": 30}, "inner_share": 0.2, "most_graphs": 25,
-         "results": systems.cross_summary(rows)}, "bench/results/x-cross-curve.png"))
+         "results": crossgraph.cross_summary(rows)}, "bench/results/x-cross-curve.png"))
     assert "| gnn | 0.300 ± 0.000 (0.300) |" in page
     assert "| c | gnn | 1/1 | 0.300/0.300 | 50 | 20 | 10 | 2 |" in page
     assert "xlarank's one fit, CPU s / peak RSS MB: c 2 / 1." in page
@@ -67,18 +71,18 @@ def test_a_record_from_the_partial_alone_lists_the_units_it_lacks(tmp_path, monk
     def no_process(*args, **kwargs):
         raise AssertionError("a unit was run")
 
-    monkeypatch.setattr(systems, "in_fresh_process", no_process)
+    monkeypatch.setattr(crossgraph, "in_fresh_process", no_process)
     made = {"collection": "layout:xla:random", "seed": 0, "metric": 0.4, "median": 0.4,
             "train_cpu_s": 2.0, "curve": [], "peak_rss_mb": 1.0}
     partial = tmp_path / "rows.jsonl"
     partial.write_text("".join(json.dumps({**made, "system": s}) + "\n"
                                for s in ("xlarank", "random")))
     not_run: list = []
-    results = systems.run_cross(tmp_path, [0, 1], ["xlarank"], ["layout:xla:random"],
+    results = crossgraph.run_cross(tmp_path, [0, 1], ["xlarank"], ["layout:xla:random"],
                                 partial, not_run=not_run)
     assert not_run == [["layout:xla:random", "xlarank", 1], ["layout:xla:random", "random", 1]]
     assert [(r["system"], r["seeds"]) for r in results] == [("xlarank", [0]), ("random", [0])]
-    page = "\n".join(publish.cross_graph(
+    page = "\n".join(cross_graph(
         {"data": "synthetic: d (xlarank synth), valid split", "seed_list": [0, 1],
          "epochs": {"layout": 30}, "inner_share": 0.2, "most_graphs": 25,
          "results": results, "not_run": not_run}, None))
@@ -120,8 +124,8 @@ def test_cross_fit_adds_the_held_graphs_headline_at_each_checkpoint(tiny_data):
     collection, files, graphs = layout_train(tiny_data)
     held = graphs[:2]
     Stepped.held_ids = {id(g) for g in held}
-    got = systems.cross_fit(Stepped(seed=0, epochs=30), files, collection, held, seed=0)
-    assert len(got["curve"]) == got["stopped"] + 1 + systems.CROSS_AFTER_STOP
+    got = crossgraph.cross_fit(Stepped(seed=0, epochs=30), files, collection, held, seed=0)
+    assert len(got["curve"]) == got["stopped"] + 1 + crossgraph.CROSS_AFTER_STOP
     for point in got["curve"]:
         values = [graph_headline(g, np.full(g.n_configs, 0.0) + point["epoch"]) for g in held]
         assert point["held"] == round(float(np.mean(values)), 4)
@@ -139,12 +143,12 @@ def test_the_curve_figures_draw_a_line_per_rate_and_a_point_per_unstepped_seed(t
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
-    systems.plot_rates(ax, rated, "gnn")
+    curves.plot_rates(ax, rated, "gnn")
     assert [line.get_label() for line in ax.get_lines()] == ["gnn lr 0.001", "gnn lr 0.01"]
     assert list(ax.get_lines()[1].get_ydata()) == [0.0, 0.1, 0.2]
     # A system keeps its colour across rates; the rates differ by line style.
     first, second = ax.get_lines()
-    assert first.get_color() == second.get_color() == systems.colour_of("gnn")
+    assert first.get_color() == second.get_color() == curves.colour_of("gnn")
     assert first.get_linestyle() != second.get_linestyle()
     plt.close(fig)
 
@@ -155,11 +159,11 @@ def test_the_curve_figures_draw_a_line_per_rate_and_a_point_per_unstepped_seed(t
               "curves": {"0": [point(e, 0, 0.1 * e, float(e)) for e in (1, 2, 3)]}},
              {"collection": "c", "system": "xlarank", "curves": {},
               "per_seed": [{"train_cpu_s": 1.0, "metric": 0.4}]}]
-    for path in (systems.ingraph_curves(ingraph, tmp_path, "a"),
-                 systems.cross_curves(cross, tmp_path, "b")):
+    for path in (curves.ingraph_curves(ingraph, tmp_path, "a"),
+                 curves.cross_curves(cross, tmp_path, "b")):
         with Image.open(path) as image:
             assert image.format == "PNG" and image.size[0] >= 640
-    assert systems.ingraph_curves([], tmp_path, "c") is None
+    assert curves.ingraph_curves([], tmp_path, "c") is None
 
 
 def test_the_counts_tree_adds_train_files_to_the_base_tree_and_keeps_its_valid_ones(tmp_path):
@@ -167,7 +171,7 @@ def test_the_counts_tree_adds_train_files_to_the_base_tree_and_keeps_its_valid_o
     from xlarank.data.synth import PRESETS, synth_dataset
 
     base = synth_dataset(tmp_path / "tiny", "tiny", seed=0)
-    tree = systems.counts_tree(tmp_path / "counts", 7, base="tiny", counts="small")
+    tree = crossgraph.counts_tree(tmp_path / "counts", 7, base="tiny", counts="small")
     for collection in COLLECTIONS:
         train = split_files(tree, collection, "train")
         want = 7 if collection.is_tile else PRESETS["small"].files(collection)[0]
@@ -182,7 +186,7 @@ def test_the_counts_tree_adds_train_files_to_the_base_tree_and_keeps_its_valid_o
         assert len(split_files(tree, collection, "valid")) == len(
             split_files(base, collection, "valid"))
     before = {p: p.stat().st_mtime_ns for p in tree.rglob("*.npz")}
-    assert systems.counts_tree(tmp_path / "counts", 7, base="tiny", counts="small") == tree
+    assert crossgraph.counts_tree(tmp_path / "counts", 7, base="tiny", counts="small") == tree
     assert {p: p.stat().st_mtime_ns for p in tree.rglob("*.npz")} == before
 
 
@@ -196,8 +200,8 @@ def test_the_counts_page_shows_each_figure_moving_from_the_demo_count():
         "data": "synthetic: d", "seed_list": [0], "epochs": {"layout": 30},
         "inner_share": 0.2, "most_graphs": 25, "not_run": [["layout:xla:random", "gru", 0]],
         "train_files": {"layout:xla:random": 69}, "demo_train_files": {"layout:xla:random": 30},
-        "results": systems.cross_summary([row("xlarank", 0.5), row("random", 0.0)]),
-        "demo_results": systems.cross_summary([row("xlarank", 0.4)])}}
+        "results": crossgraph.cross_summary([row("xlarank", 0.5), row("random", 0.0)]),
+        "demo_results": crossgraph.cross_summary([row("xlarank", 0.4)])}}
     page = "\n".join(publish.RENDERERS["systems_counts"](record))
     assert "| system | layout:xla:random (30 → 69 files) |" in page
     assert "| xlarank | 0.400 → 0.500 (+0.100) |" in page
@@ -211,7 +215,7 @@ def test_the_counts_comparison_leaves_out_on_the_demo_side_the_seeds_the_larger_
     def no_process(*args, **kwargs):
         raise AssertionError("a unit was run")
 
-    monkeypatch.setattr(systems, "in_fresh_process", no_process)
+    monkeypatch.setattr(crossgraph, "in_fresh_process", no_process)
 
     def row(system: str, seed: int, value: float) -> dict:
         return {"collection": "layout:xla:random", "system": system, "seed": seed,
@@ -226,10 +230,10 @@ def test_the_counts_comparison_leaves_out_on_the_demo_side_the_seeds_the_larger_
     demo.write_text("".join(json.dumps(r) + "\n" for r in [
         row("gru", 0, 0.1), row("gru", 1, 0.9), row("random", 0, 0.0), row("random", 1, 0.0)]))
     not_run: list = []
-    results = systems.run_cross(tmp_path, [0, 1], ["gru"], ["layout:xla:random"], larger,
+    results = crossgraph.run_cross(tmp_path, [0, 1], ["gru"], ["layout:xla:random"], larger,
                                 not_run=not_run)
     assert not_run == [["layout:xla:random", "gru", 1]]
-    demo_results = systems.run_cross(tmp_path, [0, 1], ["gru"], ["layout:xla:random"], demo,
+    demo_results = crossgraph.run_cross(tmp_path, [0, 1], ["gru"], ["layout:xla:random"], demo,
                                      not_run=[], leave_out=not_run)
     assert [(r["system"], r["seeds"]) for r in demo_results] == [("gru", [0]),
                                                                   ("random", [0, 1])]
@@ -242,7 +246,7 @@ def test_the_counts_comparison_leaves_out_on_the_demo_side_the_seeds_the_larger_
     assert "| gru | 0.100 → 0.300 (+0.200) (seed 0) |" in page
     assert "| random | 0.000 → 0.000 (+0.000) |" in page
     # A demo row that lacks a seed the larger count has says so too.
-    record["counts"]["demo_results"] = systems.cross_summary([row("random", 0, 0.0)])
+    record["counts"]["demo_results"] = crossgraph.cross_summary([row("random", 0, 0.0)])
     page = "\n".join(publish.RENDERERS["systems_counts"](record))
     assert "| random | 0.000 → 0.000 (+0.000) (demo: seed 0) |" in page
 
@@ -251,19 +255,19 @@ def test_the_scale_part_projects_each_system_at_its_own_epochs():
     from xlarank.systems import get_system
     from xlarank.systems.competition_gnn.system import OFFICIAL
 
-    assert systems.authors_epochs("tpugraphs-gnn", "layout:nlp:random", 207) == \
-        systems.OFFICIAL_EPOCHS["layout"]
-    assert systems.authors_epochs("tpugraphs-gnn", "tile:xla", 5709) == \
-        systems.OFFICIAL_EPOCHS["tile"]
+    assert epoch_cost.authors_epochs("tpugraphs-gnn", "layout:nlp:random", 207) == \
+        epoch_cost.OFFICIAL_EPOCHS["layout"]
+    assert epoch_cost.authors_epochs("tpugraphs-gnn", "tile:xla", 5709) == \
+        epoch_cost.OFFICIAL_EPOCHS["tile"]
     # The original's nlp scripts run 1,000 epochs, its xla ones 750; its tile script counts
     # 100,000 steps of one kernel, so an epoch over 5,000 kernels is 5,000 of them.
-    assert systems.authors_epochs("competition-gnn", "layout:nlp:default", 198) == \
+    assert epoch_cost.authors_epochs("competition-gnn", "layout:nlp:default", 198) == \
         {"original": OFFICIAL["layout:nlp:default"]["epochs"]} == {"original": 1000}
-    assert systems.authors_epochs("competition-gnn", "layout:xla:random", 69) == \
+    assert epoch_cost.authors_epochs("competition-gnn", "layout:xla:random", 69) == \
         {"original": 750}
     assert OFFICIAL["tile:xla"]["max_steps"] == 100_000
-    assert systems.authors_epochs("competition-gnn", "tile:xla", 5000) == {"original": 20.0}
-    assert systems.authors_epochs("gru", "tile:xla", 5709) == \
+    assert epoch_cost.authors_epochs("competition-gnn", "tile:xla", 5000) == {"original": 20.0}
+    assert epoch_cost.authors_epochs("gru", "tile:xla", 5709) == \
         {"default": get_system("gru").defaults()["epochs"]}
-    assert systems.authors_epochs("hybrid", "layout:xla:default", 61) == \
+    assert epoch_cost.authors_epochs("hybrid", "layout:xla:default", 61) == \
         {"default": get_system("hybrid").defaults()["gnn_epochs"]}
