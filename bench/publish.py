@@ -54,6 +54,7 @@ def render(published: Path) -> str:
     """The page docs/benchmarks.md from the JSON records under `published` alone."""
     published = Path(published)
     records = {name: _load(published / f"{name}.json") for name in BENCHES}
+    made = [b for b in BENCHES.values() if b.target == "bench"]
     seconds = [r["provenance"]["seconds"] for name, r in records.items()
                if r and name != "full" and (r.get("provenance") or {}).get("seconds")]
     lines = [
@@ -62,12 +63,14 @@ def render(published: Path) -> str:
         "Every figure on this page comes from the JSON record of a bench run, kept in "
         "`bench/published/` (copied from `bench/results/` by `make bench-publish`, which runs "
         "`bench/publish.py` and renders this page from those copies alone). Each section names "
-        "the date, commit, machine and command of its run. `make bench` reruns every bench but "
-        "the full-size one"
-        + (f" (the {len(seconds)} of its {len(BENCHES) - 1} runs published here took "
-           f"{num(sum(seconds) / 60, 2)} minutes in all, not counting the demo models it "
-           "trains first)" if seconds else "")
-        + ". Wall times depend on the machine and on what else it was running (the load "
+        "the date, commit, machine and command of its run. `make bench` reruns the "
+        f"{len(made)} benches declared for it (bench/benches.py); `make bench-setup` and "
+        "`make bench-full` run the set-up and the full-size one; the other "
+        f"{len(BENCHES) - len(made) - 2} are earlier runs kept on the page, which "
+        "`python bench/run.py --only NAME` reruns. Their records took "
+        f"{num(sum(seconds) / 60, 2)} minutes in all ({len(seconds)} records with a wall "
+        "time; a record assembled from kept rows counts its assembly only)"
+        ". Wall times depend on the machine and on what else it was running (the load "
         "average at each run's end is given). Figures on synthetic `xlarank synth` data show "
         "learning under its own cost model and say nothing about TpuGraphs by themselves.",
         "",
