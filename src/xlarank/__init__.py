@@ -8,7 +8,7 @@ TpuGraphs collection. The public API, each name with an example in docs/api.md:
 - featurize: load_feature_spec, featurize_graph (one graph), featurize_files (a frame);
 - train and load: train_from_specs, load_model;
 - score and evaluate: ranked_configs (one graph), score_files (many), evaluate_model,
-  graph_headline;
+  graph_headline, in_graph_split (the in-graph protocol's one split);
 - one graph from some measurements: rank_graph; which to measure next: Tuner with a
   strategy (BoosterStrategy, RandomStrategy, GreedyStrategy, AutotvmStrategy,
   TpeStrategy, any TunerStrategy; make_strategy by name);
@@ -75,6 +75,7 @@ _PUBLIC = {
     "score_files": "xlarank.score",
     "evaluate_model": "xlarank.score",
     "graph_headline": "xlarank.evaluate",
+    "in_graph_split": "xlarank.evaluate",
     "rank_graph": "xlarank.rank.ingraph",
     "Tuner": "xlarank.rank.tuner",
     "TunerStrategy": "xlarank.rank.strategies",
