@@ -2,7 +2,9 @@
 
 Test inputs only; xlarank itself never writes protobuf. A message is a list of
 (field number, value) pairs: an int is a varint (negatives as 10-byte two's complement),
-bytes or str are length-delimited, a list is a nested message.
+bytes or str are length-delimited, a list is a nested message, a `Fixed` a 64- or 32-bit
+value. `parse` reads a message back into pairs (length-delimited values as bytes), so
+tests can change a real record field by field.
 """
 
 from __future__ import annotations
@@ -21,10 +23,16 @@ def varint(value: int) -> bytes:
             return bytes(out)
 
 
+class Fixed(bytes):
+    """A 64-bit (8 bytes) or 32-bit (4 bytes) value, written as it is."""
+
+
 def message(pairs) -> bytes:
     out = bytearray()
     for number, value in pairs:
-        if isinstance(value, bool) or isinstance(value, int):
+        if isinstance(value, Fixed):
+            out += varint(number << 3 | (1 if len(value) == 8 else 5)) + value
+        elif isinstance(value, bool) or isinstance(value, int):
             out += varint(number << 3) + varint(int(value))
         else:
             payload = value.encode() if isinstance(value, str) else \
@@ -75,3 +83,45 @@ def _run(config, runtime_ns: int, default: bool, error: bool):
     """A ConfigProfile: its config field, then error, profile and is_default as set."""
     return ([config] + ([(3, True)] if error else []) + [(4, [(4, runtime_ns)])]
             + ([(5, True)] if default else []))
+
+
+def parse(raw: bytes) -> list | None:
+    """The (field number, value) pairs of a whole message, as `message` writes them
+    (length-delimited values as bytes: parse them again to go down); None when ``raw`` is
+    not a well-formed message (field number 0, groups, a value past the end)."""
+    pairs, pos = [], 0
+    try:
+        while pos < len(raw):
+            key, pos = _read_varint(raw, pos)
+            number, wire = key >> 3, key & 7
+            if number == 0:
+                return None
+            if wire == 0:
+                value, pos = _read_varint(raw, pos)
+            elif wire in (1, 5):
+                size = 8 if wire == 1 else 4
+                value, pos = Fixed(raw[pos:pos + size]), pos + size
+                if pos > len(raw):
+                    return None
+            elif wire == 2:
+                size, pos = _read_varint(raw, pos)
+                value, pos = bytes(raw[pos:pos + size]), pos + size
+                if pos > len(raw):
+                    return None
+            else:
+                return None
+            pairs.append((number, value))
+    except IndexError:
+        return None
+    return pairs
+
+
+def _read_varint(raw: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = raw[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7

@@ -727,3 +727,219 @@ def test_tuning_records(tmp_path_factory, data):
     for graph in graphs:
         assert graph.arrays["node_feat"].shape[1] == 140
         assert len(graph.arrays["node_opcode"]) == len(graph.arrays["node_feat"])
+
+
+# ---------------------------------------------------------------- structure of records and systems
+# Field by field, not byte by byte: a real or made-up tuning record parsed into its
+# fields (tests/protowrite.py), one at any depth dropped, doubled, repeated many times,
+# retyped, renumbered or given an extreme value, then maybe cut or flipped; and a saved
+# system's card (system.json). The bounded runs are smaller than the others': they are
+# the newest, and `make test` has ~20 s for them (`make fuzz` runs FUZZ_EXAMPLES).
+BOUNDED = 25 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else FUZZ_EXAMPLES
+# More than any example should need (MiB of peak resident memory): a record claiming
+# 10**9 of something must be refused, not allocated.
+MEMORY_MIB = 1024
+PROTO_ACTIONS = ("drop", "double", "repeat", "retype", "renumber", "value", "descend",
+                 "descend", "descend")
+EXTREME_INTS = st.sampled_from([0, 1, 2**31 - 1, 2**31, 2**32 + 1, 2**62, 2**63, 2**64 - 1,
+                                10**9, 10**12]) | st.integers(-3, -1) | st.integers(0, 300)
+
+
+def _mutated_message(pairs: list, data, depth: int = 0) -> list:
+    """``pairs`` (protowrite's) with one field, at this depth or below, changed."""
+    import protowrite as pw
+
+    pairs = list(pairs)
+    if not pairs:
+        return [(data.draw(st.integers(1, 40)), data.draw(EXTREME_INTS))]
+    i = data.draw(st.integers(0, len(pairs) - 1))
+    number, value = pairs[i]
+    action = data.draw(st.sampled_from(PROTO_ACTIONS))
+    if action == "descend" and depth < 8 and isinstance(value, bytes):
+        inner = pw.parse(value)
+        if inner:
+            pairs[i] = (number, _mutated_message(inner, data, depth + 1))
+            return pairs
+        action = "value"
+    if action == "drop":
+        del pairs[i]
+    elif action == "double":
+        pairs.insert(i, pairs[i])
+    elif action == "repeat":  # a repeated field far longer than it was
+        pairs[i + 1:i + 1] = [pairs[i]] * data.draw(st.sampled_from([10, 300, 3000]))
+    elif action == "retype":
+        pairs[i] = (number, str(value).encode() if isinstance(value, int)
+                    else data.draw(EXTREME_INTS) if not isinstance(value, pw.Fixed)
+                    else int.from_bytes(value, "little"))
+    elif action == "renumber":
+        pairs[i] = (data.draw(st.integers(1, 60) | st.sampled_from([2**29 - 1])), value)
+    elif isinstance(value, int):
+        pairs[i] = (number, data.draw(EXTREME_INTS))
+    elif isinstance(value, pw.Fixed):
+        pairs[i] = (number, pw.Fixed(data.draw(st.sampled_from(
+            [b"\x00\x00\xc0\x7f", b"\x00\x00\x80\x7f", b"\xff" * 4, b"\x00" * 8,
+             b"\x00\x00\x00\x00\x00\x00\xf0\x7f", b"\x01" * 8]))))  # NaN, inf, ...
+    else:
+        pairs[i] = (number, data.draw(st.sampled_from([b"", b"\x00", b"\xff" * 9])
+                                      | st.text(max_size=12).map(str.encode)
+                                      | st.binary(max_size=24)))
+    return pairs
+
+
+def _records() -> dict[str, bytes]:
+    """Tuning records to start from: made-up layout and HLO ones, and the samples' tile
+    record (the layout one takes a second a read)."""
+    import protowrite as pw
+    from conftest import SAMPLES
+    from test_xla_import import GOOD_RUNS, _chain_module, _layout_record
+
+    out = {"layout": _layout_record(GOOD_RUNS), "hlo": pw.message([(1, _chain_module())])}
+    tile = SAMPLES / "raw" / "op_tuning_data.pb"
+    if tile.is_file():
+        out["tile"] = tile.read_bytes()
+    return out
+
+
+@contextlib.contextmanager
+def _bounded_memory(what: str):
+    """Fail when the block raised this process's peak resident memory by more than
+    MEMORY_MIB (ru_maxrss, KiB on Linux)."""
+    import resource
+    import sys
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    yield
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    if sys.platform == "linux":
+        assert grown < MEMORY_MIB * 1024, f"{what}: peak memory grew {grown // 1024} MiB"
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*opcode\\(s\\) unknown")
+@settings(max_examples=BOUNDED)
+@given(data=st.data())
+def test_tuning_records_structure(tmp_path_factory, data):
+    """A record changed field by field gives graphs of the format's shapes or one
+    XlarankError naming the file: never another exception, never a huge allocation."""
+    from hypothesis import event
+
+    import protowrite as pw
+    from xlarank.data.xla import read_records
+    from xlarank.errors import XlarankError
+
+    records = _records()
+    name = data.draw(st.sampled_from(sorted(records)))
+    pairs = pw.parse(records[name])
+    for _ in range(data.draw(st.integers(1, 3))):
+        pairs = _mutated_message(pairs, data)
+    raw = bytearray(pw.message(pairs))
+    if raw and data.draw(st.integers(0, 4)) == 0:
+        if data.draw(st.booleans()):
+            raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
+        else:
+            raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
+    path = tmp_path_factory.mktemp("structure") / f"{name}.pb"
+    path.write_bytes(bytes(raw))
+    with _bounded_memory(f"{name} record"):
+        try:
+            graphs = read_records(path, drop_failed_runs=True, candidates=4)
+        except XlarankError as exc:
+            assert str(path) in str(exc)
+            event(f"{name}: refused")
+            return
+    event(f"{name}: read")
+    for graph in graphs:
+        arrays = graph.arrays
+        n = len(arrays["node_opcode"])
+        assert arrays["node_feat"].shape == (n, 140)
+        assert arrays["edge_index"].ndim == 2 and arrays["edge_index"].shape[1] == 2
+        assert ((arrays["edge_index"] >= 0) & (arrays["edge_index"] < n)).all()
+        assert np.isfinite(arrays["node_feat"]).all()
+
+
+@pytest.fixture(scope="module")
+def fuzz_system(fuzz_model, tiny_data, tmp_path_factory):
+    """A saved "xlarank" system (system.json and the model it wraps), through its own
+    save, and a tiny tile graph to score."""
+    from xlarank.data.collections import get_collection, split_files
+    from xlarank.rank.model import load_model
+    from xlarank.systems.booster import BoosterSystem
+
+    system = BoosterSystem(seed=0)
+    system.ranker_ = load_model(fuzz_model)
+    folder = tmp_path_factory.mktemp("fuzz_system")
+    system.save(folder)
+    tile = get_collection("tile-xla")
+    return folder, load_graph(split_files(tiny_data, tile, "valid")[0], tile)
+
+
+@pytest.mark.slow
+@settings(max_examples=BOUNDED)
+@given(data=st.data())
+def test_saved_systems(fuzz_system, tmp_path_factory, data):
+    """A saved system whose system.json is changed (values at any depth, fields dropped,
+    cut short): load_system gives a system that scores every config finitely, or an
+    XlarankError."""
+    import json
+    import shutil
+
+    from hypothesis import event
+
+    from xlarank.errors import XlarankError
+    from xlarank.systems import load_system
+
+    source, graph = fuzz_system
+    folder = tmp_path_factory.mktemp("system") / "system"
+    shutil.copytree(source, folder)
+    card_path = folder / "system.json"
+    card = json.loads(card_path.read_text())
+    for _ in range(data.draw(st.integers(1, 3))):
+        card = _mutate_card(card, data)
+    raw = json.dumps(card).encode()
+    if data.draw(st.integers(0, 5)) == 0:
+        raw = raw[: data.draw(st.integers(0, len(raw)))]
+    card_path.write_bytes(raw)
+    try:
+        system = load_system(folder)
+        scores = system.score(graph)
+    except XlarankError:
+        event("refused")
+        return
+    event("loaded")
+    assert scores.shape == (graph.n_configs,) and np.isfinite(scores).all()
+
+
+class _Scripted:
+    """A stand-in for hypothesis' data that draws the given values in turn."""
+
+    def __init__(self, *values):
+        self.values = list(values)
+
+    def draw(self, _strategy):
+        return self.values.pop(0)
+
+
+def test_the_record_strategy_reaches_deep_fields_and_keeps_the_rest():
+    """Parsing a record and writing it back changes nothing; the strategy's descents
+    reach an instruction's id inside a computation inside the module, and change that
+    alone."""
+    import protowrite as pw
+
+    record = _records()["layout"]
+    pairs = pw.parse(record)
+    assert pw.message(pairs) == record
+    # module (field 1) > its computation #2 > its first instruction > its id (field 35).
+    module = pw.parse(pairs[0][1])
+    computation = pw.parse(module[2][1])
+    instruction = pw.parse(computation[1][1])
+    at = [number for number, _ in instruction].index(35)
+    script = _Scripted(0, "descend", 2, "descend", 1, "descend", at, "value", 2**63)
+    mutated = _mutated_message(pairs, script)
+    assert script.values == []
+    changed = list(instruction)
+    changed[at] = (35, 2**63)
+    expected = list(pairs)
+    module[2] = (module[2][0], pw.message([*computation[:1], (2, changed),
+                                            *computation[2:]]))
+    expected[0] = (1, pw.message(module))
+    assert pw.message(mutated) == pw.message(expected) != record

@@ -606,3 +606,201 @@ def test_tune_seed_past_numpy_s_range_is_one_error_line(tile_frames, repo_specs,
                      tmp_path / "t.toml", "--trials", "2", "--seed", seed)
         one_error_line(result, "--seed", "0..2147483647")
     assert not (tmp_path / "t.toml").exists()
+
+
+# ---------------------------------------------------------------- 5. round five's probe
+# Found by a fresh probe of import, frames, models, option values and the environment:
+# each a memory blow-up, a traceback, a near hang or a silent wrong reading before.
+
+def _npz_with(source: Path, target: Path, **arrays) -> Path:
+    """``source``'s arrays with some replaced, written deflated (np.savez_compressed)."""
+    merged = dict(np.load(source))
+    merged.update(arrays)
+    np.savez_compressed(target, **merged)
+    return target
+
+
+def test_an_edge_index_claiming_more_edges_than_any_graph_is_refused_before_inflating(
+        tiny_data, tmp_path):
+    """5 million edges of zeros for a graph of a few nodes deflate to 80 KB; the reader
+    inflated all of them (50 million took 2.6 GB) to find the first a self-loop. The
+    edge count against the node count, from the headers, refuses it first."""
+    source = split_files(tiny_data, TILE, "test")[0]
+    bomb = tmp_path / "npz/tile/xla/test/bomb.npz"
+    bomb.parent.mkdir(parents=True)
+    _npz_with(source, bomb, edge_index=np.zeros((5_000_000, 2), np.int64))
+    assert bomb.stat().st_size < 1_000_000
+    line, rise = peak_rise_mb(
+        "from xlarank.data.graph import load_graph\n"
+        "from xlarank.errors import BadGraphError\n"
+        f"try:\n    load_graph({str(bomb)!r})\n"
+        "except BadGraphError as exc:\n    print(exc)\n")
+    assert "edge_index: 5,000,000 edges for" in line and "real graphs have under 2" in line, line
+    assert rise < 40, f"peak memory rose {rise} MB"
+    # A real graph's edges, and as many as the bound allows, still load.
+    n = len(np.load(source)["node_opcode"])
+    chain = np.array([[u, u - 1] for u in range(1, n)] * 100, dtype=np.int64)
+    assert len(load_graph(_npz_with(source, bomb, edge_index=chain), TILE).edge_index) \
+        == len(chain)
+
+
+def _tile_record_of(kernel_copies: int) -> bytes:
+    """The samples' tile record with its first kernel repeated ``kernel_copies`` times."""
+    from conftest import SAMPLES
+
+    source = SAMPLES / "raw" / "op_tuning_data.pb"
+    if not source.is_file():
+        pytest.skip("no tile tuning record in the samples")
+    pairs = pw.parse(source.read_bytes())
+    return pw.message(pairs[:1] * kernel_copies)
+
+
+def test_a_tile_record_repeating_one_kernel_is_refused_at_the_first_repeat(tmp_path,
+                                                                          monkeypatch):
+    """3,000 copies of one kernel (12 MB) were all encoded, 21 s, before the duplicate
+    names were noticed; now the second copy stops the read."""
+    from xlarank.data.xla import read_records, records
+
+    path = tmp_path / "t.pb"
+    path.write_bytes(_tile_record_of(300))
+    encoded = []
+    real = records.encode_module
+    monkeypatch.setattr(records, "encode_module",
+                        lambda *a, **k: encoded.append(1) or real(*a, **k))
+    with pytest.raises(XlarankError, match="two kernels share a name and fingerprint"):
+        read_records(path, drop_failed_runs=True)
+    assert len(encoded) == 2
+
+
+def test_tune_trials_past_any_search_and_a_time_limit_of_nan_or_negative_are_refused(
+        tile_frames, spec_dir, tmp_path):
+    """--trials 10**12 drew every trial's parameters up front (MemoryError, a
+    traceback); --max-minutes nan never stopped the search by time and -1 stopped it
+    after one trial: both ran on silently."""
+    frame = tile_frames["default"]
+    base = ["tune", frame, frame, "--spec", spec_dir / "lgbm.toml", "--out", tmp_path / "t.toml"]
+    one_error_line(run(*base, "--trials", str(10**12)), "--trials", "1..100,000")
+    for minutes in ("nan", "-1"):
+        one_error_line(run(*base, "--trials", "1", "--max-minutes", minutes),
+                       "--max-minutes", ">= 0")
+    assert not (tmp_path / "t.toml").exists()
+
+
+def test_tune_draws_its_trials_as_it_runs():
+    """The search's draws are lazy: a budget far past the time limit costs nothing."""
+    import inspect
+
+    from xlarank.rank import search
+
+    assert "list(ParameterSampler" not in inspect.getsource(search.tune_spec)
+    assert search.MAX_TRIALS == 100_000
+
+
+def test_local_workers_are_never_more_than_the_items_or_the_cores(monkeypatch):
+    """--workers 1000000 started a process per file (60 for the tiny synth preset, 40
+    times as slow as one)."""
+    from xlarank import engine, threads
+
+    monkeypatch.setattr(threads, "available_cores", lambda: 3)
+    try:
+        assert list(engine.map_ordered(abs, [-1, -2, -3, -4, -5], workers=10**6)) == \
+            [1, 2, 3, 4, 5]
+        assert engine._pool._max_workers == 3
+        assert list(engine.map_ordered(abs, [-1, -2], workers=10**6)) == [1, 2]
+        assert engine._pool._max_workers == 2
+    finally:
+        engine.shutdown_pool()
+
+
+# ---------------------------------------------------------------- 6. the environment
+# Unit checks of what tests/test_env_contract.py runs end to end.
+
+@pytest.mark.parametrize("name, value, needle", [
+    ("NUMBA_NUM_THREADS", "0", "1..4096"), ("NUMBA_NUM_THREADS", "9" * 30, "1..4096"),
+    ("NUMBA_NUM_THREADS", "abc", "whole number"), ("NUMBA_NUM_THREADS", "٣", "whole number"),
+    ("OMP_NUM_THREADS", "2,0", "1..4096"), ("OMP_NUM_THREADS", "-3", "whole number"),
+    ("OMP_WAIT_POLICY", "sometimes", "active, passive"),
+    ("NUMBA_THREADING_LAYER", "fast", "workqueue")])
+def test_an_invalid_thread_variable_is_taken_out_and_named(name, value, needle):
+    from xlarank.threads import screen_environment
+
+    environ = {name: value, "OTHER": "kept"}
+    found = screen_environment(environ)
+    assert environ == {"OTHER": "kept"} and list(found) == [name]
+    assert found[name].startswith(f"{name}={value!r}") and needle in found[name]
+
+
+@pytest.mark.parametrize("name, value", [
+    ("NUMBA_NUM_THREADS", "4"), ("OMP_NUM_THREADS", "4,2"), ("OMP_WAIT_POLICY", "PASSIVE"),
+    ("NUMBA_THREADING_LAYER", "workqueue"), ("OMP_NUM_THREADS", "")])
+def test_a_valid_or_empty_thread_variable_is_kept_or_dropped_silently(name, value):
+    from xlarank.threads import screen_environment
+
+    environ = {name: value}
+    assert screen_environment(environ) == {}
+    assert environ == ({name: value} if value else {})
+
+
+def test_use_threads_refuses_a_thread_variable_the_screen_took_out(monkeypatch):
+    from xlarank import threads
+
+    monkeypatch.setattr(threads, "_refused", {})
+    monkeypatch.setenv("OMP_NUM_THREADS", "lots")
+    with pytest.raises(XlarankError, match="OMP_NUM_THREADS='lots'"):
+        threads.use_threads(1)
+    assert "OMP_NUM_THREADS" not in os.environ
+
+
+@pytest.mark.parametrize("value, on", [("", True), ("1", True), (" Yes ", True), ("off", False),
+                                       ("0", False)])
+def test_the_load_backoff_reads_on_and_off(monkeypatch, value, on):
+    from xlarank.threads import LOAD_ENV, load_backoff_enabled
+
+    monkeypatch.setenv(LOAD_ENV, value)
+    assert load_backoff_enabled() is on
+
+
+@pytest.mark.parametrize("value", ["2", "maybe", "-1", "/etc/passwd"])
+def test_the_load_backoff_refuses_anything_else_naming_it(monkeypatch, value):
+    """Anything but 0/no/false/off read as on, silently."""
+    from xlarank.threads import LOAD_ENV, load_backoff_enabled
+
+    monkeypatch.setenv(LOAD_ENV, value)
+    with pytest.raises(XlarankError, match=LOAD_ENV):
+        load_backoff_enabled()
+
+
+def test_makeflags_with_a_job_count_of_thousands_of_digits_means_unlimited():
+    """int() refuses past 4,300 digits: a ValueError traceback from every command."""
+    from xlarank.threads import available_cores, make_jobs
+
+    assert make_jobs("-j" + "9" * 5000) == available_cores()
+    assert make_jobs("-j12 -l") == 12
+
+
+def test_a_relative_xdg_runtime_dir_is_ignored(monkeypatch, tmp_path):
+    """XDG_RUNTIME_DIR=abc put the pid folder in the working folder (the XDG spec says a
+    relative path is to be ignored)."""
+    from xlarank.threads import _job_folders
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "abc")
+    assert all(folder.is_absolute() for folder in _job_folders())
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    assert _job_folders()[0].parent == tmp_path
+
+
+@pytest.mark.parametrize("name, value, needle", [
+    ("XLA_FLAGS", "abc", "XLA_FLAGS='abc'"), ("XLA_FLAGS", "--a=1 0", "--name=value"),
+    ("JAX_ENABLE_X64", "maybe", "JAX_ENABLE_X64='maybe'")])
+def test_require_jax_refuses_what_would_abort_or_raise_in_jax(name, value, needle):
+    """XLA aborts the process (no Python error) on XLA_FLAGS not made of --flags; jax
+    raises a bare ValueError at import on a truth value it cannot read. Checked in a
+    fresh interpreter: jax reads them once, when it starts."""
+    pytest.importorskip("jax")
+    code = ("from xlarank.compat import require_jax\n"
+            "from xlarank.errors import XlarankError\n"
+            "try:\n    require_jax()\nexcept XlarankError as exc:\n    print(exc)\n")
+    env = {**os.environ, "PYTHONPATH": str(SRC), name: value}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0 and needle in done.stdout, (done.stdout, done.stderr[-2000:])

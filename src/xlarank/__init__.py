@@ -44,9 +44,12 @@ def _numba_cache_dir() -> str | None:
     elif sys.platform == "darwin":
         base = os.path.join(os.path.expanduser("~"), "Library", "Caches")
     else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
-                                                                ".cache")
+        base = os.environ.get("XDG_CACHE_HOME") or ""
+        if not os.path.isabs(base):  # the XDG spec: a relative path is ignored
+            base = os.path.join(os.path.expanduser("~"), ".cache")
     folder = os.path.join(base, "xlarank", "numba")
+    if not os.path.isabs(folder):  # a relative or empty HOME: no folder of the user's
+        return None
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError:
@@ -58,6 +61,12 @@ def _numba_cache_dir() -> str | None:
 
 
 NUMBA_CACHE_DIR = _numba_cache_dir()
+
+# Thread variables that Numba and OpenMP read once, when they load, are checked first
+# (an invalid one is taken out and refused by name when a command sets its threads).
+from xlarank.threads import screen_environment as _screen_environment  # noqa: E402
+
+_screen_environment()
 
 _PUBLIC = {
     "LayoutGraph": "xlarank.data.graph",

@@ -26,14 +26,37 @@ def require_jax(purpose: str = "training embedding weights (gnn, gru)"):
     if "jax" not in sys.modules:
         from xlarank.threads import chosen_threads
 
-        os.environ["XLA_FLAGS"] = _xla_thread_flags(os.environ.get("XLA_FLAGS", ""),
-                                                    chosen_threads())
+        flags = os.environ.get("XLA_FLAGS", "")
+        # XLA reads a value not starting with -- as the name of a file of flags, and
+        # aborts the process (no Python error) when it cannot: words only, since xlarank
+        # adds its own flags after the user's.
+        if any(not word.startswith("--") for word in flags.split()):
+            raise XlarankError(f"XLA_FLAGS={flags!r}: expected --name=value flags "
+                               "separated by spaces (unset it for XLA's defaults)")
+        os.environ["XLA_FLAGS"] = _xla_thread_flags(flags, chosen_threads())
+        # jax raises a bare ValueError at import for a truth value it cannot read.
+        for name in JAX_SWITCHES:
+            value = os.environ.get(name)
+            if value is not None and not value.strip():
+                os.environ.pop(name)
+            elif value is not None and value.strip().lower() not in TRUTH_VALUES:
+                raise XlarankError(f"{name}={value!r}: expected 1 or 0 (true or false)")
     try:
         import jax
     except ImportError:
         raise XlarankError(f"{purpose} needs jax: pip install 'xlarank[gnn]' "
                            "(make jax installs it in the virtualenv)") from None
+    try:
+        jax.devices()
+    except RuntimeError as exc:  # JAX_PLATFORMS naming no backend this machine has
+        raise XlarankError(f"JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS', '')!r}: "
+                           f"{exc}") from None
     return jax
+
+
+# jax's switches a user may set (jax reads them when it starts), and the values it takes.
+JAX_SWITCHES = ("JAX_ENABLE_X64", "JAX_DISABLE_JIT")
+TRUTH_VALUES = ("y", "yes", "t", "true", "on", "1", "n", "no", "f", "false", "off", "0")
 
 
 def _xla_thread_flags(flags: str, threads: int) -> str:

@@ -25,9 +25,12 @@ import contextlib
 import os
 import re
 import stat
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+from xlarank.errors import XlarankError
 
 # The --threads a command was given (None: share the cores, `default_threads`).
 _chosen: int | None = None
@@ -54,6 +57,81 @@ _load: tuple[float, float] | None = None
 _own_at: tuple[float, float] = (time.monotonic(), 0.0)
 
 
+# Thread counts the libraries under xlarank read from the environment once, when they
+# load: Numba (its pool's size, and so the most `use_threads` can give it) and the OpenMP
+# runtime of the boosters. xlarank chooses its counts itself, so a valid value changes
+# nothing; an invalid one would make Numba raise (0, negative), start a pool it cannot
+# (huge), or warn, and libgomp print its own complaint. `screen_environment` takes an
+# invalid one out of the environment before they load, and `use_threads` refuses it.
+THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
+# More threads than any machine xlarank runs on has cores: a typo, not a choice.
+MAX_THREADS = 4096
+# The names the same libraries take (Numba raises for an unknown threading layer at its
+# first parallel kernel; libgomp prints a complaint for an unknown wait policy).
+CHOICES = {"NUMBA_THREADING_LAYER": ("default", "safe", "threadsafe", "forksafe", "omp",
+                                     "tbb", "workqueue"),
+           "OMP_WAIT_POLICY": ("active", "passive")}
+# {variable: its refused value}, found by `screen_environment`.
+_refused: dict[str, str] = {}
+
+
+def _thread_count_fault(name: str, value: str) -> str | None:
+    """Why ``value`` is no thread count for ``name`` (None: it is one). OpenMP takes a
+    comma-separated list, a count per nesting level."""
+    parts = value.split(",") if name == "OMP_NUM_THREADS" else [value]
+    for part in parts:
+        part = part.strip()
+        if not part.isdigit() or not part.isascii():
+            return "expected a whole number of threads (or unset it: xlarank chooses)"
+        if len(part) > len(str(MAX_THREADS)) or not 1 <= int(part) <= MAX_THREADS:
+            return f"expected a thread count in 1..{MAX_THREADS} (or unset it: xlarank chooses)"
+    return None
+
+
+def screen_environment(environ=None) -> dict[str, str]:
+    """Take the thread variables (`THREAD_VARIABLES`, `CHOICES`) that hold no
+    valid value out of ``environ`` (os.environ) before Numba or OpenMP reads them, and
+    remember them for `check_environment`: an empty one is as if unset. Returns the
+    refused ones, {name: why}."""
+    environ = os.environ if environ is None else environ
+    found: dict[str, str] = {}
+    dropped = []
+    for name in (*THREAD_VARIABLES, *CHOICES):
+        value = environ.get(name)
+        if value is None:
+            continue
+        if not value.strip():
+            environ.pop(name)
+            dropped.append(name)
+            continue
+        if name in CHOICES:
+            fault = (None if value.strip().lower() in CHOICES[name] else
+                     f"expected one of {', '.join(CHOICES[name])} (or unset it)")
+        else:
+            fault = _thread_count_fault(name, value)
+        if fault is not None:
+            found[name] = f"{name}={value!r}: {fault}"
+            environ.pop(name)
+            dropped.append(name)
+    if environ is os.environ:
+        _refused.update(found)
+        if "numba" in sys.modules and any(n.startswith("NUMBA_") for n in dropped):
+            # Numba read them when it was imported: read again, without them.
+            from numba.core import config
+
+            config.reload_config()
+    return found
+
+
+def check_environment() -> None:
+    """Raise XlarankError naming the first environment variable xlarank refused
+    (`screen_environment`) or XLARANK_LOAD_BACKOFF (`load_backoff_enabled`)."""
+    screen_environment()
+    for message in _refused.values():
+        raise XlarankError(message)
+    load_backoff_enabled()
+
+
 def available_cores() -> int:
     """The cores this process may run on (its CPU affinity, which containers restrict)."""
     try:
@@ -72,7 +150,9 @@ def make_jobs(makeflags: str | None = None) -> int:
     found = re.search(r"(?:^|\s)-j(\d*)(?=\s|$)", flags)
     if found is None:
         return 1
-    return int(found.group(1)) if found.group(1) else available_cores()
+    # A count of more digits than any job limit (int() refuses past 4300) is unlimited.
+    digits = found.group(1)
+    return int(digits) if digits and len(digits) <= 9 else available_cores()
 
 
 # Linux's pid_max is at most 2**22; a longer run of digits names no process.
@@ -88,7 +168,11 @@ def _job_folders() -> list[Path]:
     """Where the pid files may go, in order: $XDG_RUNTIME_DIR's (private to the user), the
     temporary folder's, and ~/.cache's, for when a shared /tmp holds someone else's."""
     name = f"xlarank-jobs-{_uid()}"
-    bases = [os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir()]
+    # The XDG spec: a relative path there is to be ignored (it would be the working
+    # folder's, and the pid files would land among the user's files).
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    bases = [runtime if runtime and os.path.isabs(runtime) else None,
+             tempfile.gettempdir()]
     with contextlib.suppress(RuntimeError, KeyError, OSError):
         bases.append(str(Path.home() / ".cache" / "xlarank"))
     found: list[Path] = []
@@ -283,8 +367,9 @@ def other_load(now: float | None = None) -> float:
 
     A sample is reused for `LOAD_TTL` seconds, and the window runs from the previous
     reading when that is recent, so a loop of predicts pays nothing; otherwise it waits
-    `LOAD_WINDOW` seconds once. Without /proc/stat, `os.getloadavg` (which counts this
-    process too); 0.0 when neither is there.
+    `LOAD_WINDOW` seconds once (the rest of it after `start_load_window`). Without
+    /proc/stat, `os.getloadavg` (which counts this process too); 0.0 when neither is
+    there.
     """
     global _counters, _load
     now = time.monotonic() if now is None else now
@@ -295,7 +380,13 @@ def other_load(now: float | None = None) -> float:
         value = _load_average(now)
     else:
         reading = (now, busy, _own_seconds(), _jobs_seconds())
-        if _counters is None or not LOAD_WINDOW <= now - _counters[0] <= LOAD_MAX_WINDOW:
+        if _counters is not None and 0 <= now - _counters[0] < LOAD_WINDOW:
+            # The window opened lately (`start_load_window`, at a command's start): only
+            # the rest of it is waited for.
+            time.sleep(LOAD_WINDOW - (now - _counters[0]))
+            now = time.monotonic()
+            reading = (now, _busy_seconds() or busy, _own_seconds(), _jobs_seconds())
+        elif _counters is None or not LOAD_WINDOW <= now - _counters[0] <= LOAD_MAX_WINDOW:
             time.sleep(LOAD_WINDOW)
             _counters, now = reading, time.monotonic()
             reading = (now, _busy_seconds() or busy, _own_seconds(), _jobs_seconds())
@@ -311,8 +402,25 @@ def other_load(now: float | None = None) -> float:
     return value
 
 
+def start_load_window() -> None:
+    """Take `other_load`'s first reading now, at a command's start: by the time the
+    command chooses its threads, its imports have usually filled the window, and it
+    waits for none (or the rest of it)."""
+    global _counters
+    busy = _busy_seconds()
+    if busy is not None and _counters is None:
+        _counters = (time.monotonic(), busy, _own_seconds(), _jobs_seconds())
+
+
 def load_backoff_enabled() -> bool:
-    return os.environ.get(LOAD_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
+    """XLARANK_LOAD_BACKOFF: on unless 0, no, false or off (1, yes, true, on, empty or
+    unset: on); any other value is refused with XlarankError naming it."""
+    value = os.environ.get(LOAD_ENV, "").strip().lower()
+    if value in ("0", "no", "false", "off"):
+        return False
+    if value in ("", "1", "yes", "true", "on"):
+        return True
+    raise XlarankError(f"{LOAD_ENV}={os.environ[LOAD_ENV]!r}: expected 1 or 0 (on or off)")
 
 
 def default_threads(load: bool | None = None) -> int:
@@ -334,6 +442,7 @@ def use_threads(threads: int | None = None) -> int:
     `default_threads` with this process registered as a running job. Applies it to Numba
     and returns it."""
     global _chosen
+    check_environment()
     if threads and threads > 0:
         _chosen = threads
         count = threads
@@ -351,5 +460,10 @@ def use_threads(threads: int | None = None) -> int:
 def chosen_threads(load: bool | None = None) -> int:
     """The --threads a command was given, else `default_threads` now (the jobs running,
     and other programs' load, may have changed since the command started)."""
+    check_environment()
     return _chosen if _chosen is not None else default_threads(load)
 
+
+# Before anything that imports Numba or loads OpenMP (the kernels and boosters import this
+# module first).
+screen_environment()

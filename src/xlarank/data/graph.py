@@ -31,6 +31,10 @@ MAX_DIM = 2**31
 # Real files stay below 1e9; float32 sums and products of node features over 40,000 nodes
 # stay finite below this, where 3e38 overflowed them.
 MAX_NODE_FEATURE = 1e18
+# Edges a node may have on average: real graphs have under 2 (an XLA instruction reads few
+# operands); a header claiming more is a damaged or crafted file, refused before its
+# edges are inflated (800 KB of deflated zeros claimed 50 million edges, 2.6 GB).
+MAX_EDGES_PER_NODE = 100
 # Configs are streamed in blocks of this many bytes of float32. Reading a block holds
 # about 2.5 times this (compressed input, decompressed bytes, int8 copy); bigger blocks
 # do not read faster.
@@ -160,6 +164,9 @@ def _check_headers(path: Path, shapes: dict[str, tuple[int, ...]], is_tile: bool
     edges = shapes["edge_index"]
     if int(np.prod(edges, dtype=np.float64)) != 0 and (len(edges) != 2 or edges[1] != 2):
         _fail(path, f"edge_index: shape {edges}, expected (n_edges, 2)")
+    if edges and edges[0] > MAX_EDGES_PER_NODE * n:
+        _fail(path, f"edge_index: {edges[0]:,} edges for {n:,} nodes, more than "
+                    f"{MAX_EDGES_PER_NODE} a node (real graphs have under 2)")
     runtime = shapes["config_runtime"]
     if len(runtime) != 1:
         _fail(path, f"config_runtime: shape {runtime}, expected (n_configs,)")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,10 @@ def apply_draw(spec: RankerSpec, draw: dict) -> RankerSpec:
     return dataclasses.replace(spec, **fields, params=params)
 
 
+# More trials than a search ever runs.
+MAX_TRIALS = 100_000
+
+
 def tune_spec(train: pd.DataFrame, meta: FrameMeta, valid: pd.DataFrame, spec: RankerSpec,
               trials: int, seed: int = 0, max_seconds: float | None = None,
               on_trial: Callable[[int, float], None] | None = None
@@ -65,7 +70,10 @@ def tune_spec(train: pd.DataFrame, meta: FrameMeta, valid: pd.DataFrame, spec: R
         space = {k: v for k, v in space.items() if k != "objective"}
     is_tile = get_collection(meta.collection).is_tile
     metric = headline_metric(is_tile)
-    draws = [{}] + list(ParameterSampler(space, n_iter=max(trials - 1, 0), random_state=seed))
+    # Drawn as the trials run, not all up front (a budget of 10**12 trials asked for
+    # terabytes before the first).
+    draws = itertools.chain([{}], ParameterSampler(space, n_iter=max(trials - 1, 0),
+                                                   random_state=seed))
     started = time.perf_counter()
     rows, best, best_value = [], spec, float("-inf")
     for number, draw in enumerate(draws):
@@ -138,6 +146,10 @@ def tune_spec_file(train_path: str | Path, valid_path: str | Path, spec_path: st
         A bad spec, or frames that the spec cannot train on or that do not match.
     """
     check_seed(seed, "seed")
+    if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_TRIALS:
+        raise XlarankError(f"--trials {trials!r}: give a whole number in 1..{MAX_TRIALS:,}")
+    if max_minutes is not None and not max_minutes >= 0:  # NaN too: it would never stop
+        raise XlarankError(f"--max-minutes {max_minutes!r}: give a number of minutes >= 0")
     for output in (out, log):
         if output is not None:
             check_output(output)

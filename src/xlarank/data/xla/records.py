@@ -318,6 +318,7 @@ def _tile_graphs(buf, path: Path, collection, split, drop_failed_runs: bool
                            "tile:xla, or import it on its own")
     graphs = []
     skipped = []
+    names: set[str] = set()
     for k, span in enumerate(decode(buf, "TuningData").get("modules")):
         record = decode(buf, "ModuleTuningData", span)
         runs = record.get("runs")
@@ -342,6 +343,11 @@ def _tile_graphs(buf, path: Path, collection, split, drop_failed_runs: bool
         fingerprint = record.get("fingerprint")
         signed = fingerprint - (1 << 64) if fingerprint >= 1 << 63 else fingerprint
         tag = f"-{-signed:x}" if signed < 0 else f"{signed:x}"
+        name = _safe_name(f"{encoded.name}_{tag}")
+        # Refused at the first repeat, not after encoding thousands of copies.
+        if name in names:
+            raise XlarankError(f"{path}: two kernels share a name and fingerprint")
+        names.add(name)
         arrays = graph_arrays(encoded)
         del arrays["node_splits"]
         runtimes = np.array([r["profile"].get("compute_time_ns") for r in runs], dtype=np.int64)
@@ -351,17 +357,13 @@ def _tile_graphs(buf, path: Path, collection, split, drop_failed_runs: bool
             config_runtime=runtimes,
             config_runtime_normalizers=np.full(len(runs), default["profile"].get(
                 "compute_time_ns"), dtype=np.int64))
-        graphs.append(ImportedGraph(coll, _split(split, "train"),
-                                    _safe_name(f"{encoded.name}_{tag}"), arrays, path,
+        graphs.append(ImportedGraph(coll, _split(split, "train"), name, arrays, path,
                                     f"{len(runs)} measured tile configs"))
     if skipped:
         warnings.warn(f"left out as the official converter does: {', '.join(skipped)}",
                       XlarankWarning, stacklevel=2)
     if not graphs:
         raise XlarankError(f"{path}: no tile kernel with measured runs")
-    names = [g.name for g in graphs]
-    if len(set(names)) != len(names):
-        raise XlarankError(f"{path}: two kernels share a name and fingerprint")
     return graphs
 
 
