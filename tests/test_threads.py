@@ -493,3 +493,20 @@ def test_commands_run_whatever_the_jobs_folder_holds(places, tmp_path, monkeypat
                                       "--random"])
     assert result.exit_code == 0, (result.output, result.exception)
     assert "Traceback" not in result.output and "slowdown" in result.output
+
+
+def test_a_window_opened_at_the_start_is_waited_out_only_in_part(monkeypatch):
+    # start_load_window's reading opens the window; other_load then sleeps only the rest.
+    monkeypatch.setattr(threads, "_counters", None)
+    monkeypatch.setattr(threads, "_load", None)
+    busy = iter([100.0, 100.0, 100.2])
+    monkeypatch.setattr(threads, "_busy_seconds", lambda: next(busy))
+    monkeypatch.setattr(threads, "_own_seconds", lambda: 0.0)
+    monkeypatch.setattr(threads, "_jobs_seconds", lambda: {})
+    clock = iter([10.0, 10.04, 10.1])
+    monkeypatch.setattr(threads.time, "monotonic", lambda: next(clock))
+    slept: list[float] = []
+    monkeypatch.setattr(threads.time, "sleep", slept.append)
+    threads.start_load_window()
+    assert threads.other_load() == pytest.approx(2.0)  # 0.2 s busy over the 0.1 s window
+    assert slept == [pytest.approx(threads.LOAD_WINDOW - 0.04)]

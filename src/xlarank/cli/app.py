@@ -11,6 +11,7 @@ import typer
 
 from xlarank import __version__
 from xlarank.cli.common import XlarankTyper, _show_warning, console, tolerant_streams
+from xlarank.threads import start_load_window
 
 app = XlarankTyper(add_completion=False, no_args_is_help=True,
                   help="Rank XLA compiler configurations (TpuGraphs) by predicted runtime.")
@@ -30,5 +31,6 @@ def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say more.")] = False,
 ) -> None:
     ctx.obj = {"verbose": verbose}
+    start_load_window()
     tolerant_streams()
     warnings.showwarning = _show_warning
