@@ -86,7 +86,8 @@ Deviations, each with its reason:
   ones, tile) mixed precision on a GPU; CPUs here have neither.
 - One model: the original's submission averages 5-20 models per collection (seeds and
   folds of ``train_kfold.py``, ``NB_FOLDS = 20`` runs of the same split; folds with a bad
-  seed dropped by hand) and an MLP over their outputs; a system here is one seed.
+  seed dropped by hand), whose predictions its predict.sh averages; a system here is one
+  seed.
 - node_feat 134-139 as the files give them (0 where a dimension is unused): the original's
   layout files were extracted again with -1 there (``tomirol/layout-npz-padding``), which
   its README says its weights need; those files are not public TpuGraphs.
