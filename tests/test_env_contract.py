@@ -81,8 +81,10 @@ VARIABLES: dict[str, Var] = {
                           fast="file"),
     "LOCALAPPDATA": Var("xlarank.__init__._numba_cache_dir, on Windows only"),
     "XLA_FLAGS": Var("xlarank.compat.require_jax (adds the thread flags), xlarank.measure "
-                     "(recorded in the record's conditions)", command="jax", refused=BAD,
-                     extra={"flags": "--xla_cpu_enable_fast_math=false"}),
+                     "(recorded in the record's conditions)", command="jax",
+                     refused=(*BAD, "unknown"),
+                     extra={"flags": "--xla_cpu_enable_fast_math=false",
+                            "unknown": "--xla_no_such_flag=1"}),
     # The libraries' own, that xlarank checks for them before they load.
     "NUMBA_NUM_THREADS": Var(f"Numba at import; {THREADS}", refused=BAD,
                              extra={"one": "1"}, fast="huge"),

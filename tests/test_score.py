@@ -12,9 +12,10 @@ import pytest
 
 from helpers import (
     TILE,
+    one_error_line,
     run,
 )
-from xlarank.data.collections import COLLECTIONS, split_files
+from xlarank.data.collections import COLLECTIONS, get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.errors import (
     XlarankError,
@@ -98,3 +99,13 @@ def test_partial_submission_warns_how_many_ids_are_missing(tiny_data, tmp_path, 
         warnings.simplefilter("error")  # generated data: nothing to warn about
         write_submission(tiny_data, dict.fromkeys(c.id for c in COLLECTIONS),
                          tmp_path / "sub2.csv")
+
+
+def test_a_file_without_its_collections_model_names_the_models_collections(
+        tiny_data, models, tmp_path):
+    # A layout file against a folder holding only a tile model: the line says both.
+    layout = split_files(tiny_data, get_collection("layout:xla:default"), "test")[:1]
+    result = run("score", *layout, "--models", models["tile-xla"], "--out", tmp_path / "s.csv")
+    one_error_line(result, "no model for collection layout:xla:default",
+                   "its models are for tile:xla")
+    assert not (tmp_path / "s.csv").exists()

@@ -33,6 +33,8 @@ def require_jax(purpose: str = "training embedding weights (gnn, gru)"):
         if any(not word.startswith("--") for word in flags.split()):
             raise XlarankError(f"XLA_FLAGS={flags!r}: expected --name=value flags "
                                "separated by spaces (unset it for XLA's defaults)")
+        if flags.strip():
+            _check_xla_flags(flags)
         os.environ["XLA_FLAGS"] = _xla_thread_flags(flags, chosen_threads())
         # jax raises a bare ValueError at import for a truth value it cannot read.
         for name in JAX_SWITCHES:
@@ -52,6 +54,26 @@ def require_jax(purpose: str = "training embedding weights (gnn, gru)"):
         raise XlarankError(f"JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS', '')!r}: "
                            f"{exc}") from None
     return jax
+
+
+def _check_xla_flags(flags: str) -> None:
+    """Start jax once in a child process with the user's XLA_FLAGS: XLA ends the process
+    that reads a flag it does not know (no Python error to catch), so a child takes that
+    end, and the fault is an XlarankError here. About a second, only where XLA_FLAGS is
+    set."""
+    import subprocess
+
+    env = {**os.environ, "XLA_FLAGS": flags}
+    try:
+        done = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return  # no verdict: the real start says what it says
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if "XLA_FLAGS" in line]
+        reason = said[-1].split("] ", 1)[-1] if said else \
+            (done.stderr.strip().splitlines() or ["jax did not start"])[-1]
+        raise XlarankError(f"XLA_FLAGS={flags!r}: {reason} (unset it for XLA's defaults)")
 
 
 # jax's switches a user may set (jax reads them when it starts), and the values it takes.

@@ -176,7 +176,10 @@ def score_file(job: ScoreJob) -> tuple[pd.DataFrame | None, str | None]:
                            "layout); pass --collection")
     ranker = _cached_ranker(job.models, job.stamp, graph.collection.id)
     if ranker is None:
-        raise XlarankError(f"{job.path}: no model for collection {graph.collection.id}")
+        held = sorted(find_models(job.models))
+        raise XlarankError(f"{job.path}: no model for collection {graph.collection.id} in "
+                           f"{job.models} (its models are for "
+                           f"{', '.join(held) if held else 'no collection'})")
     order, score = ranked_configs(graph, ranker)
     keep = slice(0, job.top) if job.top else slice(None)
     return pd.DataFrame({
