@@ -35,6 +35,7 @@ from typer.testing import CliRunner
 from conftest import ROOT, small
 from helpers import first_file
 from xlarank.cli import app
+from xlarank.data.collections import split_files
 
 # ---------------------------------------------------------------- the app, enumerated
 GROUP = typer.main.get_command(app)
@@ -818,3 +819,87 @@ def test_a_verbose_flag_given_as_an_options_value_is_that_value():
     line = assert_refused(invoke(["specs", "--kind", "-v"], Path.cwd(), fresh=False),
                           ["--kind"])
     assert "--kind '-v'" in line, line
+
+
+# ---------------------------------------------------------------- the Python API's loaders
+# Every public function that opens a user's file, by name: (the input it reads, how it is
+# called on a path in a scratch folder). A public load_* or import_* name missing here
+# fails `test_every_public_loader_is_catalogued`.
+LOADERS: dict[str, tuple[In, str]] = {
+    "load_graph": (In("npz", ".npz"), "xlarank.load_graph(path)"),
+    "load_model": (In("model", folder=True), "xlarank.load_model(path)"),
+    "load_system": (In("system", folder=True, spoil="system.json"),
+                    "xlarank.load_system(path)"),
+    "load_feature_spec": (In("feature_spec", ".toml"), "xlarank.load_feature_spec(path)"),
+    "import_records": (In("record", ".pb"),
+                       "xlarank.import_records([path], os.path.join(scratch, 'imported'))"),
+}
+WRONG.update({"system": "model", "feature_spec": "npz"})
+LOADER_CASES = [(name, kind) for name in LOADERS for kind in INPUT_KINDS]
+# Run in a fresh process: an open that blocks (a FIFO, /dev/zero) is a hang there, not here.
+CALL = """
+import os, sys, traceback
+import xlarank
+path, scratch = sys.argv[1], sys.argv[2]
+try:
+    {call}
+except xlarank.XlarankError as error:
+    print("XlarankError:", error)
+except BaseException:
+    traceback.print_exc()
+    print("OTHER")
+else:
+    print("LOADED")
+"""
+
+
+@pytest.fixture(scope="module")
+def saved_system(tiny_data, tmp_path_factory) -> Path:
+    from xlarank.data.collections import get_collection
+    from xlarank.systems import get_system
+
+    collection = get_collection("tile:xla")
+    files = split_files(tiny_data, collection, "train")[:4]
+    folder = tmp_path_factory.mktemp("saved-system")
+    get_system("xlarank")(seed=0, threads=1).fit(files, collection).save(folder)
+    return folder
+
+
+@pytest.mark.parametrize("loader, kind", [
+    pytest.param(name, kind, marks=[] if kind in FAST_INPUT_KINDS else [pytest.mark.slow])
+    for name, kind in LOADER_CASES])
+def test_a_loader_refuses_a_hostile_path_with_one_error_naming_it(loader, kind, request,
+                                                                   tmp_path):
+    if kind == "unreadable" and os.geteuid() == 0:
+        pytest.skip("run as root, which reads any file: an unreadable input cannot be made")
+    spec, call = LOADERS[loader]
+    g = Given(request, tmp_path)
+    if spec.given == "system":
+        g.system = request.getfixturevalue("saved_system")
+    if spec.given == "feature_spec":
+        g.feature_spec = ROOT / "features" / "default.toml"
+    path, needles = hostile_input(kind, spec, g)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    if kind in HANGS:
+        done = subprocess.run([sys.executable, "-c", CALL.format(call=call), path,
+                               str(scratch)], capture_output=True, text=True, timeout=120,
+                              env=ENV)
+        said = done.stdout.strip().splitlines()
+        assert said and said[-1].startswith("XlarankError:"), (done.stdout, done.stderr)
+        message = said[-1]
+    else:
+        import xlarank
+
+        with pytest.raises(xlarank.XlarankError) as refused:
+            eval(call, {"xlarank": xlarank, "os": os, "path": path, "scratch": str(scratch)})
+        message = str(refused.value)
+    assert any(r in message for n in needles for r in renderings(n)), message
+    assert not any(scratch.iterdir()), "a refused import left files behind"
+
+
+def test_every_public_loader_is_catalogued():
+    import xlarank
+
+    public = {n for n in xlarank.__all__ if n.startswith(("load_", "import_", "read_"))}
+    assert public == set(LOADERS)

@@ -57,7 +57,9 @@ ENSEMBLE_CARD_SHAPE = {**_CARD_SHAPE, "kind": str, "members": list}
 def read_card(directory: Path) -> dict:
     """The card of a saved ranker or ensemble, refused if a newer xlarank wrote it or if
     it lacks a field that loading and scoring read (`check_card_shape`)."""
-    if not (directory / CARD_FILE).exists() and directory.is_dir():
+    # os.path's tests, not Path's: a name too long to look up is "not there", not an
+    # OSError (Path.exists raises for ENAMETOOLONG).
+    if not os.path.exists(directory / CARD_FILE) and os.path.isdir(directory):
         below = models_below(directory)
         if below:
             raise BadModelError(f"{directory}: not a model directory (no card.json)"
