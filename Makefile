@@ -64,8 +64,8 @@ corpus: $(VENV)/.jax-installed ## measure the corpus of real JAX programs on thi
 
 dev: $(VENV)/.dev-installed ## install xlarank with the test extras
 
-test: lint ## lint, then run the whole test suite
-	$(BIN)/python -m pytest -q
+test: lint ## lint, then run the whole test suite on 2 workers (a test module stays on one)
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope
 
 test-fast: dev ## the suite without the slow, dask and gnn tests, on 2 workers (45 s on 2 quiet cores; 51 s compiling the Numba kernels afresh)
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow and not dask and not gnn"
