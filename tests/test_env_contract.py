@@ -37,10 +37,6 @@ HUGE = "9" * 20
 HOSTILE = {"empty": "", "zero": "0", "negative": "-3", "huge": HUGE, "text": "abc",
            "file": None}
 BAD = ("zero", "negative", "huge", "text", "file")
-# The fix for these is the package's __init__, owned elsewhere: run before anything
-# imports Numba, it should call `xlarank.threads.screen_environment()` beside
-# `_numba_cache_dir`, and ignore a relative XDG_CACHE_HOME (or HOME, which ~ expands to)
-# as the XDG spec asks. Strict: a fixed one fails until its mark is removed.
 # Where the Numba cache folder is chosen from: the test process's own NUMBA_CACHE_DIR
 # (xlarank's import sets it) is left out for these, or it would win.
 CACHE_CHOOSERS = {"XDG_CACHE_HOME": ("XDG_CACHE_HOME",), "HOME": ("XDG_CACHE_HOME",),
@@ -65,7 +61,7 @@ class Var:
     xfail: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
-THREADS = "xlarank.threads.screen_environment (refused in use_threads / chosen_threads)"
+THREADS = "xlarank.environment.screen_environment (refused in use_threads / chosen_threads)"
 VARIABLES: dict[str, Var] = {
     # Read by xlarank itself.
     "XLARANK_LOAD_BACKOFF": Var("xlarank.threads.load_backoff_enabled",

@@ -64,7 +64,7 @@ NUMBA_CACHE_DIR = _numba_cache_dir()
 
 # Thread variables that Numba and OpenMP read once, when they load, are checked first
 # (an invalid one is taken out and refused by name when a command sets its threads).
-from xlarank.threads import screen_environment as _screen_environment  # noqa: E402
+from xlarank.environment import screen_environment as _screen_environment  # noqa: E402
 
 _screen_environment()
 
