@@ -372,7 +372,8 @@ def test_bad_input_file_is_listed_as_skipped_by_score(tiny_data, tmp_path, model
     make_bad_input(kind, data)
     files = sorted((data / "npz/tile/xla/train").iterdir())
     args = ["score", *files, "--models", models["lightgbm"], "--out", tmp_path / "s.csv"]
-    one_error_line(run(*args), fault)
+    # The small test model may give a good file's configs one score: a warning first.
+    one_error_line(run(*args), fault, warnings=True)
     result = run(*args, "--skip-bad")
     assert result.exit_code == 0, result.stderr
     assert "skipped" in result.stderr and fault in result.stderr

@@ -15,7 +15,7 @@ import sys
 # invalid one out of the environment before they load, and `use_threads` refuses it.
 THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
 # More threads than any machine xlarank runs on has cores: a typo, not a choice.
-MAX_THREADS = 4096
+MAX_THREADS = 1024
 # The names the same libraries take (Numba raises for an unknown threading layer at its
 # first parallel kernel; libgomp prints a complaint for an unknown wait policy).
 CHOICES = {"NUMBA_THREADING_LAYER": ("default", "safe", "threadsafe", "forksafe", "omp",

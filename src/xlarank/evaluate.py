@@ -49,6 +49,11 @@ def graph_headline(graph, score: np.ndarray, runtime: np.ndarray | None = None) 
     float (n_configs,), higher is faster; runtime (n_configs,), the graph's own when
     None."""
     runtime = graph.config_runtime if runtime is None else runtime
+    score = np.asarray(score, dtype=np.float64)
+    if score.shape != (graph.n_configs,) or not np.isfinite(score).all():
+        raise XlarankError(f"{graph.path}: scores must be {graph.n_configs} finite numbers, "
+                           f"one per config (got shape {score.shape}"
+                           f"{'' if np.isfinite(score).all() else ', not all finite'})")
     if isinstance(graph, TileGraph):
         return 1.0 - slowdown_at(score, runtime / graph.config_runtime_normalizers, 5)
     value = kendall_tau(score, runtime)
@@ -76,7 +81,7 @@ class InGraphSplit:
         self.first, self.group = distinct.in_config_order()
         d = len(self.first)
         if d < 3:
-            raise XlarankError(f"{graph.name}: {d} distinct config(s); an in-graph split "
+            raise XlarankError(f"{graph.path}: {d} distinct config(s); an in-graph split "
                                "needs 3 or more")
         self.runtime = np.asarray(graph.config_runtime, np.float64)
         self.median = pd.Series(self.runtime).groupby(self.group).median().to_numpy(
@@ -111,6 +116,27 @@ def in_graph_split(graph, share: float, seed: int) -> InGraphSplit:
     """`InGraphSplit` of ``graph``: ``share`` of its distinct configs measured, drawn by
     ``seed``."""
     return InGraphSplit(graph, share, seed)
+
+
+def check_scores(score: np.ndarray, graph_ids: np.ndarray | None, where: str) -> None:
+    """Refuse a model's scores that are not finite (`BadModelError`), and warn where it
+    gives every config of a graph one score (its order is then the file's, not the
+    model's: a model that learned nothing). score float (n,); graph_ids (n,) the graph of
+    each row, None for one graph; ``where`` names the model and the data."""
+    from xlarank.errors import BadModelError
+
+    score = np.asarray(score, dtype=np.float64)
+    if not np.isfinite(score).all():
+        raise BadModelError(f"{where}: the model scores {int((~np.isfinite(score)).sum())} "
+                            "config(s) NaN or infinite; it is broken, retrain it")
+    ids = np.zeros(len(score), np.int64) if graph_ids is None else np.asarray(graph_ids)
+    sizes = pd.Series(score).groupby(ids).agg(["size", "nunique"])
+    flat = sizes[(sizes["size"] > 1) & (sizes["nunique"] == 1)]
+    if len(flat):
+        warnings.warn(f"{where}: the model gives every config one score on {len(flat)} of "
+                      f"{len(sizes)} graph(s); their order is the file's, not a ranking "
+                      "(a model that learned nothing: check its spec and training data)",
+                      XlarankWarning, stacklevel=3)
 
 
 def load_eval_indices(path: str | Path) -> dict[str, list[int]]:

@@ -43,6 +43,7 @@ from xlarank.errors import BadGraphError, XlarankError
 from xlarank.features.build import feature_block, feature_names
 from xlarank.features.spec import FeatureSpec, load_feature_spec, weighted_families
 from xlarank.frame import block_table, frame_schema, write_frame
+from xlarank.outputs import Input, check_outputs
 from xlarank.specs import spec_path
 
 
@@ -227,7 +228,9 @@ def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Co
     config (see `featurize_graph`); by default only for the train split, since scoring and
     evaluation need every config. Returns (rows, skipped, parts reused).
     """
-    out = check_output(out)
+    paths = [Path(p) for p in paths]
+    # As the command checks: no frame over an input, whoever calls.
+    out = check_outputs([Path(out)], [Input(p) for p in paths])[0]
     made = _first_missing(out.parent)
     try:
         # Two runs on one frame would delete each other's parts (the stale-part sweep

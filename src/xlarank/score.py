@@ -30,6 +30,7 @@ from xlarank.engine import map_ordered
 from xlarank.errors import BadGraphError, MismatchError, XlarankError, XlarankWarning
 from xlarank.evaluate import (
     SUMMARY_SUFFIX,
+    check_scores,
     headline_metric,
     load_eval_indices,
     per_graph_metrics,
@@ -38,6 +39,7 @@ from xlarank.evaluate import (
 )
 from xlarank.features.build import featurize_graph
 from xlarank.frame import read_frame
+from xlarank.outputs import Input, check_outputs
 from xlarank.rank.model import Model, load_model
 from xlarank.rank.ranker import CARD_FILE, describe_models_below, models_below, read_card
 from xlarank.seeds import check_seed
@@ -120,6 +122,7 @@ def ranked_configs(graph, ranker: Model) -> tuple[np.ndarray, np.ndarray]:
         score = np.asarray(ranker.score(graph), dtype=np.float64)
     else:
         score = ranker.predict(featurize_graph(graph, ranker.feature_spec))
+    check_scores(score, None, str(graph.path))
     order = np.argsort(-score, kind="stable")
     return order.astype(np.int64), score[order]
 
@@ -199,13 +202,14 @@ def score_files(paths: Iterable[str | Path], models: str | Path, out: str | Path
     One task per file on the chosen engine; rows follow the input order.
     Returns (rows, skipped files' errors).
     """
-    check_output(out)
+    paths = [Path(p) for p in paths]
+    # As the command checks: no output over an input, whoever calls.
+    check_outputs([Path(out)], [Input(p) for p in paths] + [Input(Path(models))])
     if top is not None and top < 1:
         raise XlarankError(f"--top {top}: keep at least 1 config per file")
     # realpath, not Path.resolve(): a link loop stays a path that find_models refuses.
     models = os.path.realpath(models)
     stamp = _models_stamp(models)
-    paths = [Path(p) for p in paths]
     found = find_models(models)  # fail here, once, if the models are missing or doubled
     # The models the inputs need (their collection, from --collection or the official
     # layout) are loaded here, once, to fail early; no other model is ever loaded.
@@ -345,6 +349,8 @@ def evaluate_model(frame_path: str | Path, model_dir: str | Path | None, seed: i
         warn_if_synthetic_meets_real_frame(getattr(ranker, "card", None), meta.data_origin,
                                            str(frame_path), f"the model {model_dir}")
         scores = ranker.predict(table)
+        check_scores(scores, table["graph_id"].to_numpy(),
+                     f"{frame_path} scored by {model_dir}")
     else:
         scores = random_scores(table, seed)
     indices = load_eval_indices(eval_indices) if eval_indices else None

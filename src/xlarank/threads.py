@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from xlarank.environment import _refused, screen_environment
+from xlarank.environment import MAX_THREADS, _refused, screen_environment
 from xlarank.errors import XlarankError
 
 # The --threads a command was given (None: share the cores, `default_threads`).
@@ -377,6 +377,9 @@ def use_threads(threads: int | None = None) -> int:
     and returns it."""
     global _chosen
     check_environment()
+    if threads is not None and threads > MAX_THREADS:
+        # libgomp dies on a count it cannot start (out of memory, no error to catch).
+        raise XlarankError(f"--threads {threads}: at most {MAX_THREADS} threads")
     if threads and threads > 0:
         _chosen = threads
         count = threads

@@ -325,11 +325,14 @@ def corpus(
     and write the corpus manifest. Rerun it to go on after a kill."""
     from xlarank.compat import require_jax
     from xlarank.measure import Settings
-    from xlarank.measure.corpus import build_corpus, read_programs
+    from xlarank.measure.corpus import build_corpus, check_min_repeat_tau, read_programs
     from xlarank.outputs import Input, Output, check_outputs
     from xlarank.threads import use_threads
 
     with _user_errors():
+        # The library also takes a bar beyond 1 (every program left out); the option, a
+        # Kendall tau's range only.
+        check_min_repeat_tau(min_repeat_tau)
         listed = read_programs(programs)
         # The folder holds records added one by one, not replaced whole: it may be a
         # link, but to a folder that is there.

@@ -296,7 +296,15 @@ def _check_layout(path: Path, a: dict[str, np.ndarray], n: int) -> dict[str, np.
                     f"{ids.min()}..{ids.max()}")
     if len(np.unique(ids)) != len(ids):
         _fail(path, "node_config_ids: a node is listed twice")
-    splits = _as_int(path, "node_splits", a["node_splits"], np.int64).reshape(-1)
+    raw_splits = a["node_splits"]
+    if raw_splits.ndim != 2 or raw_splits.shape[0] != 1 or raw_splits.shape[1] == 0:
+        _fail(path, f"node_splits: shape {raw_splits.shape}, expected (1, k), k >= 1")
+    splits = _as_int(path, "node_splits", raw_splits, np.int64).reshape(-1)
+    if splits.min() < 0 or splits.max() > n:
+        _fail(path, f"node_splits: node ids must lie in 0..{n}, found "
+                    f"{splits.min()}..{splits.max()}")
+    if (np.diff(splits) <= 0).any():
+        _fail(path, "node_splits: not strictly increasing")
     return dict(node_config_ids=ids, node_splits=splits)
 
 

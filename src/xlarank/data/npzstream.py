@@ -151,14 +151,20 @@ class NpzStream:
         self._headers: dict[str, tuple[int, tuple[tuple[int, ...], bool, np.dtype]]] = {}
         try:
             self._zip = zipfile.ZipFile(self._file)
-            self.keys = {
-                info.filename[: -len(".npy")]
-                for info in self._zip.infolist()
-                if info.filename.endswith(".npy")
-            }
+            names = [info.filename for info in self._zip.infolist()]
         except READ_ERRORS as exc:
             self._file.close()
             raise BadGraphError(self.path, f"not a readable npz archive ({exc})") from None
+        # Two members of one name: zipfile would read the last one silently.
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                self._zip.close()
+                self._file.close()
+                raise BadGraphError(self.path, f"the archive holds two members named "
+                                    f"{name[:80]!r}; an npz has one of each")
+            seen.add(name)
+        self.keys = {name[: -len(".npy")] for name in names if name.endswith(".npy")}
 
     def __enter__(self) -> NpzStream:
         return self

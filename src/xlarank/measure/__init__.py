@@ -153,6 +153,9 @@ def load_program(spec: str, inputs: str | None = None) -> tuple[Callable, tuple,
     module = importlib.util.module_from_spec(loader)
     try:
         loader.loader.exec_module(module)
+    except SystemExit as exc:  # sys.exit() in the file must not end xlarank silently
+        raise XlarankError(f"{path}: the program file exited (SystemExit {exc.code}) "
+                           "while loading") from None
     except Exception as exc:  # the user's file may raise anything as it loads
         raise XlarankError(f"{path}: does not load ({type(exc).__name__}: "
                            f"{first_line(exc)})") from None
@@ -165,6 +168,9 @@ def load_program(spec: str, inputs: str | None = None) -> tuple[Callable, tuple,
         raise XlarankError(f"{path}: has no function {inputs_name!r} making {name}'s inputs")
     try:
         args = make_inputs()
+    except SystemExit as exc:
+        raise XlarankError(f"{path}: the program file exited (SystemExit {exc.code}) in "
+                           f"{inputs_name}()") from None
     except Exception as exc:
         raise XlarankError(f"{path}: {inputs_name}() raised {type(exc).__name__}: "
                            f"{first_line(exc)}") from None
@@ -241,6 +247,13 @@ def _outputs(value) -> list[np.ndarray]:
     return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(value)]
 
 
+def _finite(a: np.ndarray) -> np.ndarray:
+    """Where ``a`` is finite (every element of an integer or boolean output)."""
+    if a.dtype.kind in "biu":
+        return np.ones(a.shape, dtype=bool)
+    return np.isfinite(a)
+
+
 def _mismatch(out: list[np.ndarray], ref: list[np.ndarray], tolerance: float) -> str | None:
     """Why ``out`` is not the reference output within ``tolerance``, or None."""
     if len(out) != len(ref):
@@ -248,9 +261,9 @@ def _mismatch(out: list[np.ndarray], ref: list[np.ndarray], tolerance: float) ->
     for a, b in zip(out, ref):
         if a.shape != b.shape:
             return f"an output of shape {a.shape}, not {b.shape}"
-        if not np.all(np.isfinite(a[np.isfinite(b)])):
+        finite = _finite(b)
+        if not np.all(_finite(a)[finite]):
             return "a non-finite output where the program's is finite"
-        finite = np.isfinite(b)
         scale = float(np.max(np.abs(b[finite]))) if finite.any() else 0.0
         gap = float(np.max(np.abs(a[finite].astype(np.float64) - b[finite]))) \
             if finite.any() else 0.0
@@ -358,9 +371,14 @@ def measure_program(fn: Callable, inputs: Sequence, out: str | Path, *,
     try:
         args = jax.tree_util.tree_map(on_device, list(program.inputs))
         reference = _outputs(jax.jit(program.function(None))(*args))
-    except Exception as exc:  # the program itself fails to run: nothing is logged
+    except (Exception, SystemExit) as exc:  # the program fails to run: nothing is logged
         raise XlarankError(f"{name}: does not run unconstrained ({type(exc).__name__}: "
                            f"{first_line(exc)})") from None
+    if not all(_finite(r).all() for r in reference):
+        # Every config would pass the comparison with a NaN output: nothing is checked.
+        raise XlarankError(f"{source or name}: {name}'s output (unconstrained) is not "
+                           "finite (NaN or inf), so no config's output can be checked "
+                           "against it")
     out.parent.mkdir(parents=True, exist_ok=True)
     log = _PartialLog(partial_path(out), header, resume)
     try:
@@ -479,7 +497,7 @@ def _compiled(program, config: Config, args, reference, settings: Settings,
             out = exe(*args)
             jax.block_until_ready(out)
         reason = _mismatch(_outputs(out), reference, settings.tolerance)
-    except Exception as exc:  # XLA refuses some layouts; that config failed, not the run
+    except (Exception, SystemExit) as exc:  # XLA refuses some layouts: that config failed
         reason = f"{type(exc).__name__}: {first_line(exc)}"
     if reason is None:
         return exe

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import time
 import tomllib
 from collections.abc import Callable
@@ -33,6 +34,8 @@ from xlarank.measure.record import partial_path, sidecar_path
 MANIFEST = "manifest.json"
 MIN_REPEAT_TAU = 0.4
 RETRY_ROUNDS = 8
+# The keys of a [[program]] table.
+KEYS = frozenset({"name", "family", "function", "about"})
 
 
 @dataclass(frozen=True)
@@ -65,13 +68,26 @@ def read_programs(path: str | Path) -> list[CorpusProgram]:
                 for k in ("name", "family", "function")):
             raise XlarankError(f"{path}: program {i + 1} needs name, family and function "
                                "(strings)")
+        unknown = sorted(set(entry) - KEYS)
+        if unknown:
+            raise XlarankError(f"{path}: program {i + 1} ({entry['name']!r}): unknown "
+                               f"key{'s' if len(unknown) > 1 else ''} "
+                               f"{', '.join(map(repr, unknown))}; a program takes "
+                               f"{', '.join(sorted(KEYS))}")
+        if not isinstance(entry.get("about", ""), str):
+            raise XlarankError(f"{path}: program {i + 1} ({entry['name']!r}): about must "
+                               "be a string")
         if not entry["name"].replace("_", "").isalnum():
             raise XlarankError(f"{path}: program name {entry['name']!r}: use letters, "
                                "digits and _")
         file, sep, function = entry["function"].rpartition(":")
+        if not sep or not file or not function.isidentifier():
+            raise XlarankError(f"{path}: program {i + 1} ({entry['name']!r}): function "
+                               f"{entry['function']!r}: expected PATH.py:FUNCTION, PATH "
+                               "relative to the list's folder")
         programs.append(CorpusProgram(entry["name"], entry["family"],
                                       f"{path.parent / file}{sep}{function}",
-                                      str(entry.get("about", ""))))
+                                      entry.get("about", "")))
     names = [p.name for p in programs]
     if len(set(names)) != len(names):
         raise XlarankError(f"{path}: a program name is listed twice")
@@ -120,6 +136,16 @@ def _families_in_turn(programs: list[CorpusProgram]) -> list[CorpusProgram]:
     return out
 
 
+def check_min_repeat_tau(value: float, *, strict: bool = True) -> None:
+    """XlarankError unless ``value`` is a finite number (NaN would keep every program: no
+    tau is under it) and, ``strict``, within -1..1, the range of a Kendall tau."""
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        raise XlarankError(f"--min-repeat-tau must be a finite number, not {value}")
+    if strict and not -1 <= value <= 1:
+        raise XlarankError(f"--min-repeat-tau must lie in -1..1 (a Kendall tau), not "
+                           f"{value}")
+
+
 def build_corpus(programs: list[CorpusProgram], out_dir: str | Path, *,
                  settings: Settings | None = None, min_repeat_tau: float = MIN_REPEAT_TAU,
                  retry_rounds: int = RETRY_ROUNDS,
@@ -129,6 +155,7 @@ def build_corpus(programs: list[CorpusProgram], out_dir: str | Path, *,
     """Measure every program without a record under ``out_dir`` and write the manifest;
     returns it. With ``measure`` False nothing is measured: the manifest lists the records
     there, and the programs without one under ``not_measured``."""
+    check_min_repeat_tau(min_repeat_tau, strict=False)
     settings = settings or Settings()
     out_dir = Path(out_dir)
     records, left = out_dir / "records", out_dir / "left_out"

@@ -144,7 +144,7 @@ class TracedProgram:
         self.inputs = tuple(inputs)
         try:
             self.closed = jax.make_jaxpr(fn)(*self.inputs)
-        except Exception as exc:  # a user's function may raise anything while tracing
+        except (Exception, SystemExit) as exc:  # a user's function may raise anything
             raise XlarankError(f"{name}: does not trace with the given inputs "
                                f"({type(exc).__name__}: {first_line(exc)})") from None
         found: list = []

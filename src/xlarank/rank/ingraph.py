@@ -74,7 +74,7 @@ from xlarank.rank.measured import (
 )
 from xlarank.rank.model import load_model
 from xlarank.rank.spec import RankerSpec
-from xlarank.seeds import check_seed
+from xlarank.seeds import check_booster_seed
 
 # The per-config families; ``graph`` is one value per graph, constant here.
 IN_GRAPH_SPEC = FeatureSpec("in-graph", ("config_raw", "config_joined", "khop", "config_nodes"))
@@ -238,7 +238,7 @@ def rank_graph(graph, measured: pd.DataFrame, prior=None, seed: int = 0,
     """
     graph = graph_with_configs(graph)
     measured = measured_table(measured)
-    seed, threads = check_seed(seed, "seed"), check_threads(threads)
+    seed, threads = check_booster_seed(seed, "seed"), check_threads(threads)
     groups = config_groups(graph)
     runtime = measured_runtimes(graph, measured, groups)
     return rank_runtimes(graph, runtime, groups, prior=prior, seed=seed, threads=threads,

@@ -54,7 +54,19 @@ def read_measured(path) -> pd.DataFrame:
     missing = [c for c in MEASURED_COLUMNS if c not in table.columns]
     if missing:
         raise MeasuredError(f"{path}: needs columns config_index,runtime; missing {missing}")
-    return check_measured(table[list(MEASURED_COLUMNS)], str(path))
+    checked = check_measured(table[list(MEASURED_COLUMNS)], str(path))
+    # Later errors about these rows (an unknown config index) name the CSV.
+    checked.attrs["source"] = str(path)
+    return checked
+
+
+def measured_source(measured, where: str = "measured") -> str:
+    """What errors about a measured table call it: ``where`` if given, else the CSV it
+    was read from (`read_measured`), else "measured"."""
+    if where != "measured":
+        return where
+    attrs = getattr(measured, "attrs", None)
+    return str(attrs.get("source", where)) if isinstance(attrs, dict) else where
 
 
 def read_config_indices(path) -> list[int]:
@@ -159,6 +171,10 @@ def check_measured(measured: pd.DataFrame, where: str = "measured") -> pd.DataFr
     missing = [c for c in MEASURED_COLUMNS if c not in measured.columns]
     if missing:
         raise MeasuredError(f"{where}: needs columns config_index,runtime; missing {missing}")
+    for name in MEASURED_COLUMNS:
+        if int((measured.columns == name).sum()) > 1:
+            raise MeasuredError(f"{where}: column {name!r} appears more than once in the "
+                                "header; give each column once")
     index = pd.to_numeric(measured["config_index"], errors="coerce").to_numpy(np.float64)
     runtime = pd.to_numeric(measured["runtime"], errors="coerce").to_numpy(np.float64)
     # Past 2^53 a float index is no longer whole-number exact (and past 2^63 the cast
@@ -170,9 +186,21 @@ def check_measured(measured: pd.DataFrame, where: str = "measured") -> pd.DataFr
                       ("runtime is not a positive number", bad_runtime)):
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise MeasuredError(f"{where}: row {row + 1}: {name} "
-                                f"({measured.iloc[row].to_dict()})")
+            shown = {key: _short(value) for key, value in
+                     zip(MEASURED_COLUMNS, measured.iloc[row][list(MEASURED_COLUMNS)])}
+            raise MeasuredError(f"{where}: row {row + 1}: {name} ({shown})")
     return pd.DataFrame({"config_index": index.astype(np.int64), "runtime": runtime})
+
+
+# An error echoes at most this much of one value (a row can hold megabytes).
+_SHOWN_CHARS = 40
+
+
+def _short(value) -> object:
+    """``value`` as an error shows it: text past `_SHOWN_CHARS` characters cut, with "..."."""
+    if isinstance(value, str) and len(value) > _SHOWN_CHARS:
+        return value[:_SHOWN_CHARS] + "..."
+    return value
 
 
 def interleaved_scores(score: np.ndarray, runtime: pd.Series) -> np.ndarray:
@@ -234,11 +262,12 @@ def check_known(graph: TileGraph | LayoutGraph, measured: pd.DataFrame,
                 where: str = "measured") -> None:
     """`MeasuredError` naming ``where`` and the graph unless every config_index of the
     (checked) measured table is one of the graph's configs."""
+    where = measured_source(measured, where)
     unknown = measured["config_index"] >= graph.n_configs
     if unknown.any():
         first_unknown = int(measured["config_index"][unknown].iloc[0])
         raise MeasuredError(f"{where}: config_index {first_unknown} is not among the "
-                            f"{graph.n_configs} configs of {graph.path}")
+                            f"{graph.n_configs} configs of the graph {graph.path}")
 
 
 def measured_runtimes(graph: TileGraph | LayoutGraph, measured: pd.DataFrame,
@@ -251,12 +280,17 @@ def measured_runtimes(graph: TileGraph | LayoutGraph, measured: pd.DataFrame,
     names the measurements in those errors."""
     if graph.n_configs == 0:
         raise MeasuredError(f"{graph.path}: the graph has no configs to rank")
+    where = measured_source(measured, where)
     measured = check_measured(measured, where)
     check_known(graph, measured, where)
     groups = config_groups(graph) if groups is None else groups
     # Exact copies of one config are one config: all their measurements pool into one
     # median, which each measured copy gets (conflicting repeats ranked them far apart).
     pooled = group_medians(measured, groups)
+    if len(pooled) < 2 and _configurable_nodes(graph) == 0:
+        raise MeasuredError(f"{graph.path}: the graph has no configurable nodes "
+                            "(node_config_ids is empty): its configs are all one, nothing "
+                            f"to rank ({where})")
     rows = np.unique(measured["config_index"].to_numpy(np.int64))
     runtime = pd.Series(pooled.loc[groups[rows]].to_numpy(np.float64),
                         index=pd.Index(rows, name="config_index"), name="runtime")
@@ -266,6 +300,12 @@ def measured_runtimes(graph: TileGraph | LayoutGraph, measured: pd.DataFrame,
     if runtime.nunique() < 2:
         raise MeasuredError(f"{graph.path}: every measured runtime is equal; nothing to learn")
     return runtime
+
+
+def _configurable_nodes(graph: TileGraph | LayoutGraph) -> int | None:
+    """How many configurable nodes a layout graph has (None for a tile graph)."""
+    ids = getattr(graph, "node_config_ids", None)
+    return None if ids is None else len(ids)
 
 
 def group_medians(measured: pd.DataFrame, groups: np.ndarray) -> pd.Series:

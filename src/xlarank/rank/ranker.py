@@ -218,6 +218,11 @@ class Ranker:
         """The ranker saved in a directory; ``card`` when its card is read already."""
         directory = Path(directory)
         card = read_card(directory) if card is None else card
+        if card.get("kind") == ENSEMBLE_KIND:
+            # An ensemble's member that is an ensemble (a copy, a link to itself or to
+            # another): members are rankers, so no cycle can be followed.
+            raise BadModelError(f"{directory}: an ensemble where a ranker belongs (an "
+                                "ensemble's members are rankers); the card was altered")
         library = get_library(card["library"])
         booster = library.load(*checked_model_file(directory, card))
         names = library.feature_names(booster)

@@ -40,6 +40,7 @@ of distinct configs measured, never by how many batches were asked before).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,7 @@ import pandas as pd
 
 from xlarank.data.distinct import row_groups
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
+from xlarank.errors import XlarankWarning
 from xlarank.features.build import featurize_graph
 from xlarank.rank.ingraph import (
     IN_GRAPH_BOOSTER,
@@ -67,7 +69,7 @@ from xlarank.rank.measured import (
     varying_columns,
 )
 from xlarank.rank.strategies import TunerStrategy, checked_strategy, suggestions
-from xlarank.seeds import check_seed
+from xlarank.seeds import check_booster_seed, check_seed
 
 # A tuner refits every batch, and several boosters at that: fewer, larger steps than
 # rank-graph's 300 x 0.05 (the same small-sample leaves).
@@ -93,6 +95,8 @@ class Tuner:
 
     def __init__(self, graph, prior=None, seed: int = 0, threads: int | None = None,
                  strategy: TunerStrategy | None = None):
+        # Any whole number >= 0 (XGBoost's peer takes it modulo 2^31); suggest_next, the
+        # command's path, keeps to the boosters' range (`check_booster_seed`).
         seed = check_seed(seed, "seed")
         if not isinstance(graph, (TileGraph, LayoutGraph)):
             graph = load_graph(graph)
@@ -121,7 +125,7 @@ class Tuner:
         with another seed and, given one, another strategy."""
         other = object.__new__(Tuner)
         other.__dict__.update(self.__dict__)
-        other.seed = seed
+        other.seed = check_seed(seed, "seed")
         other.strategy = self.strategy if strategy is None else checked_strategy(strategy)
         other._rows = []
         return other
@@ -237,12 +241,17 @@ def suggest_next(graph, measured_path: str | Path | None, batch: int, prior=None
     """The next ``batch`` configs of ``graph`` given the measurements in a CSV (the whole
     state: a run resumes by reading it again): `Tuner.suggest`'s table. strategy: a
     `TunerStrategy` (None: the default, `BoosterStrategy()`)."""
-    check_seed(seed, "seed")
+    check_booster_seed(seed, "seed")
     strategy = checked_strategy(strategy)
     measured = read_measured_state(measured_path)
     tuner = Tuner(graph, prior=prior, seed=seed, threads=threads, strategy=strategy)
     tuner.tell_table(measured, str(measured_path or "measured"))
-    return tuner.suggest(batch)
+    table = tuner.suggest(batch)
+    if table.empty:
+        warnings.warn(XlarankWarning(
+            f"{measured_path}: every config of {tuner.graph.path} is measured "
+            f"({tuner.n_distinct} distinct); nothing is left to suggest"), stacklevel=2)
+    return table
 
 
 def expected_random_best(runtime: np.ndarray, budget: int) -> float:

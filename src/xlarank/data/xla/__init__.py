@@ -26,6 +26,7 @@ from xlarank.data.xla.records import (
     read_records,
 )
 from xlarank.errors import BadGraphError, XlarankError, XlarankWarning
+from xlarank.outputs import Input, Output, check_outputs
 
 MANIFEST = "xlarank-import.json"
 
@@ -52,6 +53,10 @@ def import_records(sources: Sequence[str | Path], out_dir: str | Path, *,
                                f"{seen[graph.relative_path]} does; give --name, or import "
                                "them into separate folders")
         seen[graph.relative_path] = graph.source
+    # As the command checks: the folder replaced whole holds no source and is one an
+    # import made (or new), whoever calls.
+    check_outputs([Output(Path(out_dir), "dir", marker=MANIFEST)],
+                  [Input(Path(s)) for s in sources])
     with atomic_dir(out_dir) as building:
         for graph in graphs:
             written = building / graph.relative_path
