@@ -84,7 +84,8 @@ def main() -> None:
     from xlarank.measure.corpus import read_programs
 
     manifest = json.loads((args.corpus / "manifest.json").read_text())
-    sources = {p.name: p.function for p in read_programs(args.corpus / "programs.toml")}
+    sources = {p.name: p.function
+               for p in read_programs(args.corpus.resolve() / "programs.toml")}
     wanted = set(filter(None, args.programs.split(",")))
     programs = [p for p in manifest["programs"] if not wanted or p["name"] in wanted]
     rows = {}
