@@ -96,11 +96,21 @@ class _Constant:
         return np.full(graph.n_configs, self.value)
 
 
-def test_scores_that_rank_nothing_warn_and_non_finite_ones_are_refused(tiny_data):
-    graph = load_graph(split_files(tiny_data, TILE, "valid")[0])
-    assert graph.n_configs > 1
+def test_scores_that_rank_nothing_warn_and_non_finite_ones_are_refused(tiny_data, samples):
+    from xlarank.data.distinct import distinct_configs
+
+    graph = next(g for g in map(load_graph, split_files(tiny_data, TILE, "valid"))
+                 if len(distinct_configs(g)) > 1)
     with pytest.warns(XlarankWarning, match="one score"):
         ranked_configs(graph, _Constant(0.0))
+    # A graph whose configs are all alike can only get one score: no warning there.
+    alike = next((p for p in samples if p.name.startswith("0a1c5dcfa9f1")), None)
+    if alike is not None:
+        same = load_graph(alike)
+        assert same.n_configs > 1 and len(distinct_configs(same)) == 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", XlarankWarning)
+            ranked_configs(same, _Constant(0.0))
     for bad in (np.nan, np.inf):
         with pytest.raises(BadModelError, match="NaN or infinite"):
             ranked_configs(graph, _Constant(bad))

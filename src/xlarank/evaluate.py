@@ -118,11 +118,14 @@ def in_graph_split(graph, share: float, seed: int) -> InGraphSplit:
     return InGraphSplit(graph, share, seed)
 
 
-def check_scores(score: np.ndarray, graph_ids: np.ndarray | None, where: str) -> None:
+def check_scores(score: np.ndarray, graph_ids: np.ndarray | None, where: str,
+                 inputs=None) -> None:
     """Refuse a model's scores that are not finite (`BadModelError`), and warn where it
-    gives every config of a graph one score (its order is then the file's, not the
-    model's: a model that learned nothing). score float (n,); graph_ids (n,) the graph of
-    each row, None for one graph; ``where`` names the model and the data."""
+    gives every config of a graph one score though the graph's configs differ (its order
+    is then the file's, not the model's: a model that learned nothing). score float (n,);
+    graph_ids (n,) the graph of each row, None for one graph; inputs (n, k) what the
+    model saw of each row (configs equal there must score equal), or a callable giving
+    it; ``where`` names the model and the data."""
     from xlarank.errors import BadModelError
 
     score = np.asarray(score, dtype=np.float64)
@@ -132,6 +135,10 @@ def check_scores(score: np.ndarray, graph_ids: np.ndarray | None, where: str) ->
     ids = np.zeros(len(score), np.int64) if graph_ids is None else np.asarray(graph_ids)
     sizes = pd.Series(score).groupby(ids).agg(["size", "nunique"])
     flat = sizes[(sizes["size"] > 1) & (sizes["nunique"] == 1)]
+    if len(flat) and inputs is not None:
+        rows = inputs() if callable(inputs) else inputs
+        flat = flat[[len(np.unique(np.asarray(rows)[ids == g], axis=0)) > 1
+                     for g in flat.index]]
     if len(flat):
         warnings.warn(f"{where}: the model gives every config one score on {len(flat)} of "
                       f"{len(sizes)} graph(s); their order is the file's, not a ranking "

@@ -24,6 +24,7 @@ from xlarank.data.collections import (
     locate,
     split_files,
 )
+from xlarank.data.distinct import config_columns
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.data.origin import warn_if_synthetic_meets_real, warn_if_synthetic_meets_real_frame
 from xlarank.engine import map_ordered
@@ -120,9 +121,12 @@ def ranked_configs(graph, ranker: Model) -> tuple[np.ndarray, np.ndarray]:
         check_model_collection(graph, card["collection"])
     if hasattr(ranker, "score"):
         score = np.asarray(ranker.score(graph), dtype=np.float64)
+        check_scores(score, None, str(graph.path), lambda: config_columns(graph))
     else:
-        score = ranker.predict(featurize_graph(graph, ranker.feature_spec))
-    check_scores(score, None, str(graph.path))
+        rows = featurize_graph(graph, ranker.feature_spec)
+        score = ranker.predict(rows)
+        check_scores(score, None, str(graph.path),
+                     lambda: rows[ranker.feature_names].to_numpy(np.float64))
     order = np.argsort(-score, kind="stable")
     return order.astype(np.int64), score[order]
 
@@ -350,7 +354,8 @@ def evaluate_model(frame_path: str | Path, model_dir: str | Path | None, seed: i
                                            str(frame_path), f"the model {model_dir}")
         scores = ranker.predict(table)
         check_scores(scores, table["graph_id"].to_numpy(),
-                     f"{frame_path} scored by {model_dir}")
+                     f"{frame_path} scored by {model_dir}",
+                     lambda: table[ranker.feature_names].to_numpy(np.float64))
     else:
         scores = random_scores(table, seed)
     indices = load_eval_indices(eval_indices) if eval_indices else None
