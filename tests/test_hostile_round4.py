@@ -742,9 +742,9 @@ def test_a_valid_or_empty_thread_variable_is_kept_or_dropped_silently(name, valu
 
 
 def test_use_threads_refuses_a_thread_variable_the_screen_took_out(monkeypatch):
-    from xlarank import threads
+    from xlarank import environment, threads
 
-    monkeypatch.setattr(threads, "_refused", {})
+    monkeypatch.setattr(environment, "_refused", {})
     monkeypatch.setenv("OMP_NUM_THREADS", "lots")
     with pytest.raises(XlarankError, match="OMP_NUM_THREADS='lots'"):
         threads.use_threads(1)

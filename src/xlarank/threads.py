@@ -29,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from xlarank.environment import MAX_THREADS, _refused, screen_environment
+from xlarank import environment
+from xlarank.environment import MAX_THREADS, screen_environment
 from xlarank.errors import XlarankError
 
 # The --threads a command was given (None: share the cores, `default_threads`).
@@ -61,7 +62,7 @@ def check_environment() -> None:
     """Raise XlarankError naming the first environment variable xlarank refused
     (`screen_environment`) or XLARANK_LOAD_BACKOFF (`load_backoff_enabled`)."""
     screen_environment()
-    for message in _refused.values():
+    for message in environment._refused.values():
         raise XlarankError(message)
     load_backoff_enabled()
 
