@@ -716,9 +716,9 @@ def test_local_workers_are_never_more_than_the_items_or_the_cores(monkeypatch):
 # Unit checks of what tests/test_env_contract.py runs end to end.
 
 @pytest.mark.parametrize("name, value, needle", [
-    ("NUMBA_NUM_THREADS", "0", "1..4096"), ("NUMBA_NUM_THREADS", "9" * 30, "1..4096"),
+    ("NUMBA_NUM_THREADS", "0", "1..1024"), ("NUMBA_NUM_THREADS", "9" * 30, "1..1024"),
     ("NUMBA_NUM_THREADS", "abc", "whole number"), ("NUMBA_NUM_THREADS", "٣", "whole number"),
-    ("OMP_NUM_THREADS", "2,0", "1..4096"), ("OMP_NUM_THREADS", "-3", "whole number"),
+    ("OMP_NUM_THREADS", "2,0", "1..1024"), ("OMP_NUM_THREADS", "-3", "whole number"),
     ("OMP_WAIT_POLICY", "sometimes", "active, passive"),
     ("NUMBA_THREADING_LAYER", "fast", "workqueue")])
 def test_an_invalid_thread_variable_is_taken_out_and_named(name, value, needle):
