@@ -83,9 +83,9 @@ class InGraphSplit:
         if d < 3:
             raise XlarankError(f"{graph.path}: {d} distinct config(s); an in-graph split "
                                "needs 3 or more")
-        self.runtime = np.asarray(graph.config_runtime, np.float64)
-        self.median = pd.Series(self.runtime).groupby(self.group).median().to_numpy(
-            np.float64)
+        self.runtime = distinct.runtime
+        # The same medians, in config order (in_config_order sorts the firsts).
+        self.median = distinct.median[np.argsort(distinct.first, kind="stable")]
         order = np.random.default_rng(seed).permutation(d)
         m = min(d - 1, max(2, round(share * d)))
         self.measured, self.held = np.sort(order[:m]), np.sort(order[m:])
