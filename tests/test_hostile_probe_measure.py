@@ -1,10 +1,13 @@
 """Faults a hostile probe found in `xlarank measure` and `xlarank corpus`: a program file
-that exits while loading, a program whose output is NaN, and a programs list with a
-function lacking :FUNCTION, unknown keys, or a NaN --min-repeat-tau."""
+that exits while loading, a program whose output is NaN, a programs list with a
+function lacking :FUNCTION, unknown keys, or a NaN --min-repeat-tau, and a program that
+never ends (``while True: pass``: --timeout)."""
 
 from __future__ import annotations
 
+import signal
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -245,3 +248,80 @@ def test_build_corpus_refuses_a_nan_bar(tmp_path):
         with pytest.raises(XlarankError, match="--min-repeat-tau must be a finite"):
             build_corpus([program], tmp_path / "c", min_repeat_tau=bad)
     assert not (tmp_path / "c").exists()
+
+
+# ---------------------------------------------------------------- 3: a program that never ends
+SPINS = """
+import numpy as np
+
+
+def spin(x):
+    while True:
+        pass
+
+
+def spin_inputs():
+    return (np.ones((4, 4), np.float32),)
+"""
+
+
+@pytest.mark.parametrize("where", ["traced", "loaded"])
+def test_a_program_that_never_ends_is_stopped_at_the_timeout(tmp_path, where):
+    pytest.importorskip("jax")
+    program = tmp_path / "spins.py"
+    program.write_text(SPINS if where == "traced" else "while True:\n    pass\n")
+    out = tmp_path / "out" / "o.pb"
+    before = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    result = runner.invoke(app, ["measure", f"{program}:spin", "--out", str(out),
+                                 "--timeout", "2"])
+    line = _one_error(result, str(program), "time limit of 2 s", "--timeout")
+    assert time.monotonic() - started < 60, line
+    assert signal.getsignal(signal.SIGALRM) is before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_corpus_stops_a_program_that_never_ends(tmp_path):
+    pytest.importorskip("jax")
+    (tmp_path / "spins.py").write_text(SPINS)
+    listed = tmp_path / "programs.toml"
+    listed.write_text('[[program]]\nname = "s"\nfamily = "x"\nfunction = "spins.py:spin"\n')
+    result = runner.invoke(app, ["corpus", str(listed), "--out-dir", str(tmp_path / "c"),
+                                 "--timeout", "1.5"])
+    _one_error(result, "spins.py", "time limit of 1.5 s")
+
+
+@pytest.mark.parametrize("command", ["measure", "corpus"])
+@pytest.mark.parametrize("bad", ["0", "-1", "nan", "inf"])
+def test_a_timeout_not_above_zero_or_not_finite_is_refused(tmp_path, command, bad):
+    (tmp_path / "spins.py").write_text(SPINS)
+    listed = tmp_path / "programs.toml"
+    listed.write_text('[[program]]\nname = "s"\nfamily = "x"\nfunction = "spins.py:spin"\n')
+    args = ([f"{tmp_path}/spins.py:spin", "--out", str(tmp_path / "o.pb")]
+            if command == "measure" else [str(listed), "--out-dir", str(tmp_path / "c")])
+    result = runner.invoke(app, [command, *args, "--timeout", bad])
+    _one_error(result, "--timeout must be a finite number of seconds above 0")
+    assert not (tmp_path / "c").exists() and not (tmp_path / "o.pb").exists()
+
+
+def test_the_time_limit_restores_the_handler_and_an_outer_timer():
+    from xlarank.measure import program_time_limit
+
+    def outer(_signum, _frame):
+        raise AssertionError("the outer timer fired during the test")
+
+    before = signal.signal(signal.SIGALRM, outer)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        with pytest.raises(XlarankError, match=r"p.py: ran past the time limit of 0.2 s"):
+            with program_time_limit(0.2, "p.py"):
+                while True:
+                    pass
+        assert signal.getsignal(signal.SIGALRM) is outer
+        assert 25 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30
+        with program_time_limit(5, "p.py"):
+            pass  # ends in time: nothing raised
+        assert signal.getsignal(signal.SIGALRM) is outer
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)

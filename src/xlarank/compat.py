@@ -1,9 +1,14 @@
 """Optional dependencies, checked in one place (as LightGBM's ``compat.py`` does).
 
 The base install never needs these, and ``import xlarank`` (so the CLI's ``--help``) never
-imports them: each is imported on first use, inside the function that needs it, through
-one of the functions here. They return the module, or raise `XlarankError` naming the
-extra to install.
+imports them: this is the one module that imports them (tests/test_optional_imports.py
+holds that). Each is imported on first use through one of the functions here, which
+return the module or raise `XlarankError` naming the extra to install.
+
+The modules that compute with jax take it once, at their top, as ``from xlarank.compat
+import jax, jnp`` (or `jax_module` for a submodule of jax): `LazyModule` stand-ins that
+import the module through `require_jax` at their first attribute, so importing those
+modules loads no jax and jax still starts with this process's threads.
 
 - jax (``xlarank[gnn]``): training the gnn and gru families' weights, the GNN systems,
   `xlarank measure`.
@@ -13,6 +18,7 @@ extra to install.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -94,6 +100,49 @@ def _xla_thread_flags(flags: str, threads: int) -> str:
     return " ".join(given)
 
 
+class LazyModule:
+    """A module of jax imported through `require_jax` (with ``purpose`` in its error) at
+    the first attribute read from this stand-in, and kept: ``jnp.zeros`` is
+    ``jax.numpy.zeros``."""
+
+    def __init__(self, name: str, purpose: str | None = None):
+        self._name = name
+        self._purpose = purpose
+        self._module = None
+
+    def __getattr__(self, attr: str):
+        # Called only for names this object lacks: every name of the module it stands for,
+        # but not the dunders that copy, pickle or inspect look for (no jax for those).
+        if (attr.startswith("__") and attr != "__version__") or \
+                attr in ("_name", "_purpose", "_module"):
+            raise AttributeError(attr)
+        module = self._module
+        if module is None:
+            if self._purpose is None:
+                require_jax()
+            else:
+                require_jax(self._purpose)
+            module = self._module = importlib.import_module(self._name)
+        return getattr(module, attr)
+
+    def __repr__(self) -> str:
+        return f"<LazyModule {self._name}{'' if self._module is None else ' (imported)'}>"
+
+
+def jax_module(name: str = "jax", purpose: str | None = None) -> LazyModule:
+    """A stand-in for jax or one of its modules (``"jax.experimental.layout"``), imported
+    on first use through `require_jax`."""
+    if name != "jax" and not name.startswith("jax."):
+        raise ValueError(f"{name}: not a module of jax")
+    return LazyModule(name, purpose)
+
+
+# jax and jax.numpy, imported on first use (what a module of the gnn extra takes at its
+# top).
+jax = jax_module("jax")
+jnp = jax_module("jax.numpy")
+
+
 def require_dask():
     """distributed (Dask's scheduler and client), for the Dask engine."""
     try:
@@ -102,6 +151,15 @@ def require_dask():
         raise XlarankError("the Dask engine needs the dask extra: pip install 'xlarank[dask]'") \
             from None
     return distributed
+
+
+def require_dask_array():
+    """(dask, dask.array), for the Dask engine's training arrays (distributed with them)."""
+    require_dask()
+    import dask
+    import dask.array
+
+    return dask, dask.array
 
 
 def require_optuna(purpose: str = "the tpe strategy"):

@@ -167,13 +167,23 @@ def measure(
     measured: Annotated[Path | None, typer.Option(
         help="With --configs-of: add the runtimes to this CSV of config_index,runtime, "
              "the state xlarank suggest and rank-graph read (made if absent).")] = None,
+    timeout: Annotated[float, typer.Option(
+        help="The most seconds the program may take, loaded, traced and measured; one "
+             "still running then is ended with an error (the timings so far kept for "
+             "--resume).")] = 600.0,
 ) -> None:
     """Measure a JAX program's layout configs on this machine's XLA backend and write the
     official tuning record (xlarank import reads it). See docs/xla.md."""
+    from xlarank.measure import check_timeout, program_time_limit
+
+    with _user_errors():
+        check_timeout(timeout)
+    program_file = program.rpartition(":")[0] or program
     if candidates is not None or configs_of is not None:
-        _measure_candidates(program, out, inputs, candidates, configs_of, indices, measured,
-                            seed, rounds, repeats, warmup, tolerance, threads, timing_cpu,
-                            compile_workers, resume)
+        with _user_errors(), program_time_limit(timeout, program_file):
+            _measure_candidates(program, out, inputs, candidates, configs_of, indices,
+                                measured, seed, rounds, repeats, warmup, tolerance, threads,
+                                timing_cpu, compile_workers, resume)
         return
     from xlarank.compat import require_jax
     from xlarank.measure import Settings, load_program, measure_program
@@ -187,22 +197,25 @@ def measure(
                       _program_input(program) + ([Input(remeasure)] if remeasure else []))
         use_threads(threads)
         require_jax("measuring layout configs")
-        fn, args, name = load_program(program, inputs)
         settings = Settings(configs=configs, seed=seed, rounds=rounds, repeats=repeats,
                             warmup=warmup, tolerance=tolerance, timing_cpu=timing_cpu,
                             compile_workers=compile_workers)
-        # One bar: compiling every config, then every round's timings.
-        with _progress("measure", configs * (rounds + 1)) as tick:
-            def step(_phase: str, _total: int) -> None:
-                tick()
+        # The limit counts from loading the program's file, jax already started.
+        with program_time_limit(timeout, program_file):
+            fn, args, name = load_program(program, inputs)
+            # One bar: compiling every config, then every round's timings.
+            with _progress("measure", configs * (rounds + 1)) as tick:
+                def step(_phase: str, _total: int) -> None:
+                    tick()
 
-            if remeasure is not None:
-                result = again(fn, args, remeasure, out, count=configs, seed=seed,
-                               name=name, source=program, settings=settings,
-                               resume=resume, on_step=step)
-            else:
-                result = measure_program(fn, args, out, name=name, source=program,
-                                         settings=settings, resume=resume, on_step=step)
+                if remeasure is not None:
+                    result = again(fn, args, remeasure, out, count=configs, seed=seed,
+                                   name=name, source=program, settings=settings,
+                                   resume=resume, on_step=step)
+                else:
+                    result = measure_program(fn, args, out, name=name, source=program,
+                                             settings=settings, resume=resume,
+                                             on_step=step)
     measured = [r for r in result.runtimes_ns if r is not None]
     noise = result.noise
     tau = noise["repeat_tau"]
@@ -320,16 +333,21 @@ def corpus(
     measure: Annotated[bool, typer.Option(
         "--measure/--no-measure", help="With --no-measure, write the manifest of the "
         "records there and measure nothing.")] = True,
+    timeout: Annotated[float, typer.Option(
+        help="The most seconds one program may take, loaded, traced and measured; one "
+             "still running then ends the build with an error (its timings kept for the "
+             "next run).")] = 600.0,
 ) -> None:
     """Measure every program of a programs list that has no record yet (xlarank measure)
     and write the corpus manifest. Rerun it to go on after a kill."""
     from xlarank.compat import require_jax
-    from xlarank.measure import Settings
+    from xlarank.measure import Settings, check_timeout
     from xlarank.measure.corpus import build_corpus, check_min_repeat_tau, read_programs
     from xlarank.outputs import Input, Output, check_outputs
     from xlarank.threads import use_threads
 
     with _user_errors():
+        check_timeout(timeout)
         # The library also takes a bar beyond 1 (every program left out); the option, a
         # Kendall tau's range only.
         check_min_repeat_tau(min_repeat_tau)
@@ -349,7 +367,7 @@ def corpus(
             manifest = build_corpus(listed, out_dir, settings=settings,
                                     min_repeat_tau=min_repeat_tau,
                                     retry_rounds=retry_rounds, on_program=tick,
-                                    measure=measure)
+                                    measure=measure, timeout=timeout)
     _show_table("corpus", [("program", "left"), ("family", "left"), ("configs", "right"),
                            ("ms", "right"), ("spread", "right"), ("repeat tau", "right")],
                 [(p["name"], p["family"], str(p["configs"]),

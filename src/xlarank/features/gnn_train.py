@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from xlarank.compat import require_jax
+from xlarank.compat import jax, jnp, require_jax
 from xlarank.data.collections import Collection
 from xlarank.features.embedding import (
     N_LAYERS,
@@ -46,8 +46,6 @@ from xlarank.seeds import check_seed
 def _node_embeddings(net: dict, arrays: dict):
     """float64 (N, HIDDEN): `embedding.node_embeddings` on the padded nodes, the messages
     summed by segment_sum (padding rows hold values no real row reads)."""
-    import jax.numpy as jnp
-
     raw = arrays["raw"]
     x = jnp.sign(raw) * jnp.log1p(jnp.abs(raw)) / 10.0
     h = jnp.tanh(net["opcode_embedding"][arrays["opcode"]] + x @ net["feat_proj"])
@@ -59,8 +57,6 @@ def _node_embeddings(net: dict, arrays: dict):
 
 def _columns(net: dict, arrays: dict):
     """float64 (C, n_columns): the gnn family's columns of the padded configs."""
-    import jax.numpy as jnp
-
     h = _node_embeddings(net, arrays)
     if "config_ids" not in arrays:
         mask = arrays["node_mask"]
@@ -79,9 +75,6 @@ def _columns(net: dict, arrays: dict):
 
 
 def _pairwise_loss(score, target, valid):
-    import jax
-    import jax.numpy as jnp
-
     faster = (target[:, None] < target[None, :]) & valid[:, None] & valid[None, :]
     diff = score[:, None] - score[None, :]
     total = jnp.where(faster, jax.nn.softplus(-diff), 0.0).sum()
@@ -95,7 +88,7 @@ def _loss(params: dict, arrays: dict):
 
 @functools.cache
 def _compiled() -> SimpleNamespace:
-    jax = require_jax()
+    require_jax()
     return SimpleNamespace(embeddings=jax.jit(_node_embeddings), columns=jax.jit(_columns),
                            loss_and_grads=jax.jit(jax.value_and_grad(_loss)))
 
@@ -105,7 +98,7 @@ class GnnModel:
     training-only linear score (n_columns,) drawn from ``seed``."""
 
     def __init__(self, start: GnnWeights, n_columns: int, seed: int):
-        jax = require_jax()
+        require_jax()
         # numpy, not jax.random: its draws do not change between jax versions.
         score = np.random.default_rng([seed, 0x5C0E]).normal(0.0, 0.1, n_columns)
         with float64_context():
@@ -139,8 +132,6 @@ def gnn_network(is_tile: bool, seed: int) -> Network:
 def pairwise_loss(score, target):
     """Mean softplus(-(s_i - s_j)) over pairs where config i is faster than config j (zero
     when there is none); score and target (c,)."""
-    import jax.numpy as jnp
-
     with float64_context():
         target = jnp.asarray(target)
         return _pairwise_loss(jnp.asarray(score), target, jnp.ones(target.shape, dtype=bool))

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from xlarank.compat import require_jax
+from xlarank.compat import jax, jnp, require_jax
 from xlarank.data.collections import Collection
 from xlarank.data.graph import TileGraph
 from xlarank.features.embedding import GnnWeights
@@ -74,8 +74,6 @@ def gru_batch(batch: GraphBatch) -> dict[str, np.ndarray]:
 
 def _context(net: dict, arrays: dict):
     """float64 (N, NODE_DIM): `gru.node_context` on the padded nodes."""
-    import jax.numpy as jnp
-
     raw = arrays["raw"]
     x = jnp.sign(raw) * jnp.log1p(jnp.abs(raw)) / 10.0 * net["opcode_scale"][arrays["opcode"]]
     u = jnp.tanh(x @ net["feat_proj"] + net["feat_bias"])
@@ -86,9 +84,6 @@ def _context(net: dict, arrays: dict):
 def _step(net: dict, gates, h):
     """One GRU step (`kernels.sequence`'s equations) of h (..., G) given input gates
     (..., 3G)."""
-    import jax
-    import jax.numpy as jnp
-
     g = GRU_HIDDEN
     recurrent = h @ net["hidden"] + net["hidden_bias"]
     r = jax.nn.sigmoid(gates[..., :g] + recurrent[..., :g])
@@ -100,9 +95,6 @@ def _step(net: dict, gates, h):
 def _run(net: dict, gates, mask, start):
     """The GRU over gates (T, ..., 3G) from start (..., G), steps where mask (T,) is False
     skipped: (last state, sum of the states after taken steps)."""
-    import jax
-    import jax.numpy as jnp
-
     def body(carry, step):
         h, total = carry
         gate, take = step
@@ -115,8 +107,6 @@ def _run(net: dict, gates, mask, start):
 
 def _columns(net: dict, arrays: dict):
     """float64 (C, n_columns): the gru family's columns of the padded configs."""
-    import jax.numpy as jnp
-
     context = _context(net, arrays)
     start = jnp.zeros(GRU_HIDDEN)
     if "config_ids" not in arrays:
@@ -155,8 +145,6 @@ def _columns(net: dict, arrays: dict):
 
 def _centred_mse(prediction, target, valid):
     """Mean over valid configs of ((p - mean p) - (log t - mean log t))^2."""
-    import jax.numpy as jnp
-
     n = jnp.maximum(valid.sum(), 1)
     y = jnp.log(jnp.where(valid, target, 1.0))
     y = y - jnp.where(valid, y, 0.0).sum() / n
@@ -171,7 +159,7 @@ def _loss(params: dict, arrays: dict):
 
 @functools.cache
 def _compiled() -> SimpleNamespace:
-    jax = require_jax()
+    require_jax()
     return SimpleNamespace(columns=jax.jit(_columns),
                            loss_and_grads=jax.jit(jax.value_and_grad(_loss)))
 
@@ -181,7 +169,7 @@ class GruModel:
     training-only linear readout (n_columns,) drawn from ``seed``."""
 
     def __init__(self, start: GnnWeights, n_columns: int, seed: int):
-        jax = require_jax()
+        require_jax()
         # numpy, not jax.random: its draws do not change between jax versions.
         score = np.random.default_rng([seed, 0x6C0E]).normal(0.0, 0.1, n_columns)
         with float64_context():
@@ -210,8 +198,6 @@ def gru_network(is_tile: bool, seed: int) -> Network:
 
 def centred_mse(prediction, target) -> float:
     """The training loss of predictions (c,) for runtimes target (c,)."""
-    import jax.numpy as jnp
-
     with float64_context():
         target = jnp.asarray(target)
         return float(_centred_mse(jnp.asarray(prediction), target,

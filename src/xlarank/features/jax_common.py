@@ -1,5 +1,6 @@
 """The JAX plumbing the gnn and gru families' training and the systems share (needs jax:
-``xlarank[gnn]``, imported on first use through `xlarank.compat.require_jax`).
+``xlarank[gnn]``, taken at the top from `xlarank.compat`, imported on first use through
+`xlarank.compat.require_jax`).
 
 Training graphs as numpy batches (`GraphBatch`: `graph_batch` samples a file's configs,
 `batch_of_configs` holds given configs of one graph with given runtimes, such as its
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xlarank.compat import require_jax
+from xlarank.compat import jax, jax_module, jnp, require_jax
 from xlarank.data.collections import Collection
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks, load_graph
 from xlarank.errors import XlarankError
@@ -40,10 +41,10 @@ ADAM_EPS = 1e-8
 
 def float64_context():
     """A context in which jax computes in float64 (this thread only)."""
-    jax = require_jax()
+    require_jax()
     enable_x64 = getattr(jax, "enable_x64", None)
     if enable_x64 is None:  # older jax (0.4.30, say) has it in jax.experimental only
-        from jax.experimental import enable_x64
+        enable_x64 = jax_module("jax.experimental").enable_x64
     return enable_x64(True)
 
 
@@ -182,9 +183,6 @@ def padded_arrays(batch: GraphBatch) -> dict[str, np.ndarray]:
 def message_layer(h, arrays: dict, w_self, w_in, w_out, bias):
     """float64 (N, d): `kernels.graph.gnn_message_layer` on the padded nodes' h (N, d),
     the messages summed by segment_sum (padding rows hold values no real row reads)."""
-    import jax
-    import jax.numpy as jnp
-
     n = h.shape[0]
     consumers, producers = arrays["consumers"], arrays["producers"]
     ones = jnp.ones(consumers.shape[0])
@@ -200,9 +198,6 @@ def _adam_step(params: dict, grads: dict, moments: tuple, step, learning_rate):
     """One bias-corrected Adam step; ``step`` counts from 1. Compiled apart from the
     gradient: its shapes never change, so it is compiled once, while the gradient is
     compiled for each padded size."""
-    import jax
-    import jax.numpy as jnp
-
     beta1, beta2 = ADAM_BETAS
     first = jax.tree.map(lambda m, g: beta1 * m + (1 - beta1) * g, moments[0], grads)
     second = jax.tree.map(lambda v, g: beta2 * v + (1 - beta2) * g * g, moments[1], grads)
@@ -214,7 +209,7 @@ def _adam_step(params: dict, grads: dict, moments: tuple, step, learning_rate):
 
 @functools.cache
 def _compiled_adam():
-    jax = require_jax()
+    require_jax()
     return jax.jit(_adam_step)
 
 
@@ -250,7 +245,7 @@ def fit(params: dict, padded: list[dict], loss_and_grads: Callable, epochs: int,
     each epoch is appended to ``valid_history``. ``on_params`` gets each epoch's params
     before ``on_epoch`` is called, for a caller that scores with them (the systems'
     checkpoints). Called inside `float64_context`."""
-    jax = require_jax()
+    require_jax()
     padded = [jax.device_put(p) for p in padded]
     valid = [jax.device_put(p) for p in valid or []]
     zeros = jax.tree.map(jax.numpy.zeros_like, params)

@@ -29,6 +29,7 @@ import json
 import math
 import os
 import platform
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -38,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from xlarank.atomic import atomic_path, check_output, write_text_atomic
+from xlarank.compat import jax_module
 from xlarank.data.xla.records import MAX_CANDIDATE_BYTES
 from xlarank.errors import XlarankError
 from xlarank.measure.configs import Config, draw_configs, free_config, node_layouts
@@ -52,6 +54,8 @@ from xlarank.measure.record import (
 from xlarank.measure.trace import first_line
 from xlarank.threads import available_cores
 
+# jax, imported on first use (`xlarank.compat`): this module loads without it.
+jax = jax_module("jax", "measuring layout configs")
 GENERATOR = "xlarank measure"
 # An output may differ from the unconstrained program's by this share of its largest
 # magnitude: layouts change the order of a product's or convolution's sums, not its math.
@@ -120,6 +124,57 @@ def _pinned(cpu: int | None):
         yield
     finally:
         os.sched_setaffinity(0, before)
+
+
+def check_timeout(seconds: float) -> None:
+    """XlarankError unless ``seconds`` is a finite number above 0."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+            or not math.isfinite(seconds) or seconds <= 0:
+        raise XlarankError(f"--timeout must be a finite number of seconds above 0, not "
+                           f"{seconds}")
+
+
+class _OutOfTime(BaseException):
+    """Raised by the alarm inside a program that ran past its limit: a BaseException, so
+    that the ``except Exception`` around the program's own code (`load_program`,
+    `TracedProgram`) does not take it for the program's failure."""
+
+
+@contextlib.contextmanager
+def program_time_limit(seconds: float | None, program: str):
+    """At most ``seconds`` (None: no limit) for what runs inside: a program that runs
+    longer (``while True: pass``) is ended with an XlarankError naming ``program`` and
+    the limit. SIGALRM in the main thread, the previous handler and timer restored after.
+    Elsewhere (another thread, where signals cannot be handled, or a platform without
+    SIGALRM) there is no limit. Python code is stopped between two bytecodes; a call
+    into XLA ends first. Each config compiles in a worker thread the alarm does not stop:
+    the limit stops the waiting for it."""
+    if seconds is None:
+        yield
+        return
+    check_timeout(seconds)
+    if not hasattr(signal, "setitimer") or \
+            threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(_signum, _frame):
+        raise _OutOfTime
+
+    before_handler = signal.signal(signal.SIGALRM, on_alarm)
+    started = time.monotonic()
+    before_delay, before_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _OutOfTime:
+        raise XlarankError(f"{program}: ran past the time limit of {seconds:g} s "
+                           "(--timeout)") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before_handler)
+        if before_delay:  # an outer timer goes on, less the time spent here
+            left = before_delay - (time.monotonic() - started)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 1e-3), before_interval)
 
 
 @dataclass
@@ -208,8 +263,6 @@ def noise_ceiling(per_round_ns: np.ndarray) -> dict:
 
 
 def _machine() -> dict:
-    import jax
-
     model = platform.processor()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -242,8 +295,6 @@ def _load() -> list[float] | None:
 
 
 def _outputs(value) -> list[np.ndarray]:
-    import jax
-
     return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(value)]
 
 
@@ -337,8 +388,6 @@ def measure_program(fn: Callable, inputs: Sequence, out: str | Path, *,
     timing ("time"). Raises XlarankError for a
     program that does not trace, has no configurable node, or whose default run fails.
     """
-    import jax
-
     settings = settings or Settings()
     settings.check()
     out = check_output(out, "file")
@@ -487,8 +536,6 @@ def _compiled(program, config: Config, args, reference, settings: Settings,
               errors: dict[int, str], index: int, log: _PartialLog, lock: threading.Lock):
     """The config's executable, run ``warmup`` times and checked; None (with the reason in
     ``errors`` and the log) when it fails."""
-    import jax
-
     try:
         exe = jax.jit(program.function(node_layouts(config, program.nodes))) \
             .lower(*args).compile()
@@ -509,13 +556,12 @@ def _compiled(program, config: Config, args, reference, settings: Settings,
 
 def _time_config(exe, args, repeats: int) -> float:
     """One untimed call, then the least of ``repeats`` timed calls, in ns."""
-    import jax
-
-    jax.block_until_ready(exe(*args))
+    ready = jax.block_until_ready  # looked up once, outside the timed calls
+    ready(exe(*args))
     best = math.inf
     for _ in range(repeats):
         start = time.perf_counter_ns()
-        jax.block_until_ready(exe(*args))
+        ready(exe(*args))
         best = min(best, time.perf_counter_ns() - start)
     return float(best)
 
@@ -663,6 +709,6 @@ def measure_candidates(fn: Callable, inputs: Sequence, candidates: str | Path,
     return result, list(zip(chosen, result.runtimes_ns))
 
 
-__all__ = ["Measurement", "Settings", "candidate_arrays", "load_program",
-           "measure_candidates", "measure_program", "noise_ceiling", "remeasure",
-           "write_candidates"]
+__all__ = ["Measurement", "Settings", "candidate_arrays", "check_timeout",
+           "load_program", "measure_candidates", "measure_program", "noise_ceiling",
+           "program_time_limit", "remeasure", "write_candidates"]

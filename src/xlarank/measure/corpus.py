@@ -28,7 +28,13 @@ import numpy as np
 from xlarank.atomic import write_text_atomic
 from xlarank.errors import XlarankError
 from xlarank.files import open_regular
-from xlarank.measure import Settings, load_program, measure_program
+from xlarank.measure import (
+    Settings,
+    check_timeout,
+    load_program,
+    measure_program,
+    program_time_limit,
+)
 from xlarank.measure.record import partial_path, sidecar_path
 
 MANIFEST = "manifest.json"
@@ -107,11 +113,14 @@ def _figures(manifest: dict, program: CorpusProgram, record: Path) -> dict:
 
 
 def _measure(program: CorpusProgram, record: Path, settings: Settings,
-             on_step: Callable | None) -> dict:
-    fn, args, _ = load_program(program.function)
-    result = measure_program(fn, args, record, name=program.name, source=program.function,
-                             settings=settings, resume=partial_path(record).exists(),
-                             on_step=on_step, extra={"family": program.family})
+             on_step: Callable | None, timeout: float | None = None) -> dict:
+    file = program.function.rpartition(":")[0]
+    with program_time_limit(timeout, file):
+        fn, args, _ = load_program(program.function)
+        result = measure_program(fn, args, record, name=program.name,
+                                 source=program.function, settings=settings,
+                                 resume=partial_path(record).exists(), on_step=on_step,
+                                 extra={"family": program.family})
     return result.manifest
 
 
@@ -151,11 +160,16 @@ def build_corpus(programs: list[CorpusProgram], out_dir: str | Path, *,
                  retry_rounds: int = RETRY_ROUNDS,
                  on_program: Callable[[CorpusProgram], None] | None = None,
                  on_step: Callable[[str, int], None] | None = None,
-                 measure: bool = True) -> dict:
+                 measure: bool = True, timeout: float | None = None) -> dict:
     """Measure every program without a record under ``out_dir`` and write the manifest;
     returns it. With ``measure`` False nothing is measured: the manifest lists the records
-    there, and the programs without one under ``not_measured``."""
+    there, and the programs without one under ``not_measured``. ``timeout``: the most
+    seconds one program may take, loaded, traced and measured (`program_time_limit`;
+    None: no limit); one that runs longer ends the build with an XlarankError naming its
+    file, its timings kept for the next run."""
     check_min_repeat_tau(min_repeat_tau, strict=False)
+    if timeout is not None:
+        check_timeout(timeout)
     settings = settings or Settings()
     out_dir = Path(out_dir)
     records, left = out_dir / "records", out_dir / "left_out"
@@ -174,7 +188,7 @@ def build_corpus(programs: list[CorpusProgram], out_dir: str | Path, *,
         if manifest is None:
             manifest = _measure(program, record, replace(
                 settings, target_repeat_tau=min_repeat_tau,
-                max_rounds=max(retry_rounds, settings.rounds)), on_step)
+                max_rounds=max(retry_rounds, settings.rounds)), on_step, timeout)
         tau = manifest["noise"]["repeat_tau"]
         if tau is None or tau < min_repeat_tau:
             left.mkdir(parents=True, exist_ok=True)

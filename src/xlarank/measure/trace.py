@@ -22,9 +22,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from xlarank.compat import jax_module
 from xlarank.data.xla.encode import encode_module
 from xlarank.data.xla.opcodes import OPCODE_IDS
 from xlarank.errors import XlarankError
+
+# jax and the modules of it used here, imported on first use (`xlarank.compat`).
+PURPOSE = "measuring layout configs"
+jax = jax_module("jax", PURPOSE)
+jax_core = jax_module("jax.extend.core", PURPOSE)
+jax_layout = jax_module("jax.experimental.layout", PURPOSE)
 
 # jaxpr primitive -> the HLO opcode it lowers to; the kernel is operand 1 of the first two.
 CONFIGURABLE_PRIMITIVES = {"conv_general_dilated": "convolution", "dot_general": "dot",
@@ -90,12 +97,10 @@ def bind(eqn, invals):
 def _evaluate(jaxpr, consts, args, on_node: Callable, counter: list[int]):
     """Evaluate ``jaxpr`` on ``args`` (inside a trace), calling ``on_node(k, eqn, invals)``
     for the k-th configurable equation instead of binding it; returns the outputs."""
-    from jax.extend import core
-
     env = {}
 
     def read(var):
-        return var.val if isinstance(var, core.Literal) else env[var]
+        return var.val if isinstance(var, jax_core.Literal) else env[var]
 
     env.update(zip(jaxpr.constvars, consts))
     env.update(zip(jaxpr.invars, args))
@@ -114,7 +119,7 @@ def _evaluate(jaxpr, consts, args, on_node: Callable, counter: list[int]):
             if not eqn.primitive.multiple_results:
                 outvals = [outvals]
         for var, val in zip(eqn.outvars, outvals):
-            if not isinstance(var, core.DropVar):
+            if not isinstance(var, jax_core.DropVar):
                 env[var] = val
     return [read(v) for v in jaxpr.outvars]
 
@@ -122,9 +127,8 @@ def _evaluate(jaxpr, consts, args, on_node: Callable, counter: list[int]):
 def _constrained(value, layout: tuple[int, ...] | None):
     if layout is None:
         return value
-    from jax.experimental.layout import Layout, with_layout_constraint
-
-    return with_layout_constraint(value, Layout(major_to_minor=tuple(reversed(layout))))
+    return jax_layout.with_layout_constraint(
+        value, jax_layout.Layout(major_to_minor=tuple(reversed(layout))))
 
 
 class TracedProgram:
@@ -138,8 +142,6 @@ class TracedProgram:
     """
 
     def __init__(self, fn: Callable, inputs: Sequence, name: str):
-        import jax
-
         self.name = name
         self.inputs = tuple(inputs)
         try:
@@ -189,8 +191,6 @@ class TracedProgram:
     def function(self, layouts: Sequence[NodeLayouts | None] | None) -> Callable:
         """The program with ``layouts[j]`` (or none: the compiler's choice) on
         ``nodes[j]``."""
-        import jax
-
         closed = self.closed
         tree = self._outputs_tree
         by_index = {node.index: chosen for node, chosen in zip(self.nodes, layouts or ())}

@@ -53,9 +53,10 @@ def train_ranker_dask(client, frame_path: str | Path, spec: RankerSpec,
     """
     import operator
 
-    import dask
-    import dask.array as da
-    from distributed import wait as distributed_wait
+    from xlarank.compat import require_dask, require_dask_array
+
+    distributed_wait = require_dask().wait
+    dask, da = require_dask_array()
 
     frame_path = str(frame_path)
     meta = read_meta(frame_path)

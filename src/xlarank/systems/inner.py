@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from xlarank.compat import jax, jnp
 from xlarank.systems import EpochCallback
 
 # The recipe's settings, the same for every system (their in_graph_* settings; the
@@ -93,9 +94,6 @@ def fit_by_inner_validation(system, measured: np.ndarray, settings: dict,
     score with them. With fewer than ``IN_GRAPH_MIN_INNER`` inner configs (or one runtime
     only on either side) no choice is possible: the grid's middle rate trains on every
     measured config for ``in_graph_rung`` steps ("fixed")."""
-    import jax
-    import jax.numpy as jnp
-
     s = settings
     seed = system.seed
     grid = [float(r) for r in s["in_graph_learning_rates"]]

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from xlarank.compat import jax, jnp
+
 NUM_OPS = 121           # FORMAT.md's largest opcode id (120) plus one
 LAYOUT_VALUES = 8       # the shared layout embedding's rows: values -2..5 shifted by 2
 NODE_COLUMNS = 134      # node_feat columns scaled as numbers; 134-139 are embedded
@@ -24,8 +26,6 @@ SQUEEZE = 8             # ChannelAttention's reduction
 
 
 def _gelu(x):
-    import jax
-
     return jax.nn.gelu(x, approximate=False)   # torch nn.GELU: the exact erf form
 
 
@@ -38,8 +38,6 @@ def _dense(p, name, x):
 def _instance_norm(x, node_mask):
     """x (N, C, F) normalised over the real nodes, per config and channel (torch
     InstanceNorm1d on (C, F, N), no affine weights, biased variance)."""
-    import jax.numpy as jnp
-
     m = node_mask.astype(x.dtype)[:, None, None]
     count = jnp.maximum(m.sum(), 1.0)
     mean = (x * m).sum(0, keepdims=True) / count
@@ -49,17 +47,12 @@ def _instance_norm(x, node_mask):
 
 def _channel_attention(p, name, x):
     """Squeeze-excite per element: x * sigmoid(W2 relu(W1 x))."""
-    import jax
-
     gate = jax.nn.relu(_dense(p, f"{name}_se1", x))
     return x * jax.nn.sigmoid(_dense(p, f"{name}_se2", gate))
 
 
 def _cross_config(p, name, x, config_mask):
     """x * softmax over the real configs (axis 1) of x / t, t learnt per block."""
-    import jax
-    import jax.numpy as jnp
-
     logits = jnp.where(config_mask[None, :, None], x / p[f"{name}_t"], -jnp.inf)
     return x * jax.nn.softmax(logits, axis=1)
 
@@ -67,16 +60,11 @@ def _cross_config(p, name, x, config_mask):
 def _finish(p, name, x, config_mask, cross):
     x = _channel_attention(p, name, x)
     if cross:
-        import jax.numpy as jnp
-
         x = jnp.concatenate([x, _cross_config(p, name, x, config_mask)], axis=-1)
     return x
 
 
 def _dropout(x, rate, key):
-    import jax
-    import jax.numpy as jnp
-
     if key is None or not rate:
         return x
     keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
@@ -95,9 +83,6 @@ def _sage_block(p, name, x, a, cross, rate, key):
     bias, plus a bias-free Dense of the node's own), channel attention, [cross-config],
     the residual, GELU, dropout. Messages run along edge_index rows [u, v] from u (the
     consumer) to v: each node averages its consumers."""
-    import jax
-    import jax.numpy as jnp
-
     shortcut = x
     x = _instance_norm(x, a["node_mask"])
     n = x.shape[0]
@@ -110,8 +95,6 @@ def _sage_block(p, name, x, a, cross, rate, key):
 
 
 def _keys(key, n):
-    import jax
-
     return [None] * n if key is None else list(jax.random.split(key, n))
 
 
@@ -122,8 +105,6 @@ def layout_forward(p, a, blocks: int, cross: bool, rate: float, key=None):
     (N,), src/dst/edge_mask (M,), cfg_node (K,) the configurable nodes, cfg_mask (K,), cfg
     (K, C, 18) int ids (config value + 2), config_mask (C,). key: dropout's (None: off).
     """
-    import jax.numpy as jnp
-
     table = p["layout_embedding"]
     n, e = a["feat"].shape[0], table.shape[1]
     w = p["lin0_w"]
@@ -160,8 +141,6 @@ def tile_forward(p, a, blocks: int, cross: bool, rate: float, head_rate: float, 
     over the real nodes, joined with an MLP of each config's scaled 24 columns, into the
     head. a: feat, layout, op, node_mask, src/dst/edge_mask as layout; cfg (C, 24) scaled,
     config_mask (C,)."""
-    import jax.numpy as jnp
-
     table = p["layout_embedding"]
     n = a["feat"].shape[0]
     x0 = jnp.concatenate([a["feat"], table[a["layout"]].reshape(n, -1),
@@ -189,8 +168,6 @@ def pairwise_hinge(out, label, valid):
     """Mean over every (i, j) of the list's real configs of max(0, 1 - (s_i - s_j)) where
     label_i > label_j (i slower), 0 elsewhere: the mean is over all n^2 pairs, as the
     original's (pytorchltr's PairwiseHingeLoss, mean reduction). out, label, valid (C,)."""
-    import jax.numpy as jnp
-
     slower = (label[:, None] > label[None, :]) & valid[:, None] & valid[None, :]
     loss = jnp.where(slower, jnp.maximum(0.0, 1.0 - (out[:, None] - out[None, :])), 0.0)
     n = jnp.maximum(valid.sum(), 1)

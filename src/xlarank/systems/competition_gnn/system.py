@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from xlarank.compat import require_jax
+from xlarank.compat import jax, jnp, require_jax
 from xlarank.data.collections import Collection, locate
 from xlarank.data.distinct import distinct_configs
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
@@ -163,9 +163,6 @@ def _loss(p, a, arch, key):
 
 def _train_step(p, moments, a, step, lr, weight_decay, max_norm, key, arch):
     """One AdamW step as torch writes it, after global-norm clipping; step counts from 1."""
-    import jax
-    import jax.numpy as jnp
-
     loss, grads = jax.value_and_grad(_loss)(p, a, arch, key)
     norm = jnp.sqrt(sum(jnp.sum(g * g) for g in jax.tree.leaves(grads)))
     coef = jnp.minimum(1.0, max_norm / (norm + CLIP_EPS))
@@ -185,7 +182,7 @@ def _outputs(p, a, arch):
 
 @functools.cache
 def _jitted():
-    jax = require_jax()
+    require_jax()
     return (jax.jit(_train_step, static_argnames="arch"),
             jax.jit(_outputs, static_argnames="arch"))
 
@@ -217,7 +214,7 @@ class CompetitionGnn(RankingSystem):
                 float(s["dropout"]), float(s["head_dropout"]))
 
     def _start(self, kind: str, collection_id: str, node: Scaler, config: Scaler | None):
-        jax = require_jax()
+        require_jax()
         self.kind_, self.collection_ = kind, collection_id
         self.resolved_ = self._resolve(collection_id)
         self.node_scaler_, self.config_scaler_ = node, config
@@ -278,7 +275,7 @@ class CompetitionGnn(RankingSystem):
 
     def _train(self, a: dict, rng: np.random.Generator, learning_rate: float) -> float:
         """One optimizer step at the schedule's rate of ``step_`` of ``total_steps_``."""
-        jax = require_jax()
+        require_jax()
         train_step, _ = _jitted()
         s = self.resolved_
         lr = learning_rate * lr_factor(self.step_, self.total_steps_, float(s["warmup_ratio"]))
@@ -484,7 +481,7 @@ class CompetitionGnn(RankingSystem):
     def _load(self, out_dir: Path) -> None:
         """The card, then the weights and scalers, the weights of exactly the shapes its
         settings give (XlarankError naming the file otherwise)."""
-        jax = require_jax()
+        require_jax()
         from xlarank.features.embedding import read_weight_arrays
         from xlarank.files import read_structured
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from xlarank.compat import jax, jnp
+
 NUM_OPS = 121           # FORMAT.md's largest opcode id (120) plus one, fixed
 LEAKY_SLOPE = 0.2       # tf.nn.leaky_relu
 CONFIG_SCALE = 100.0    # layout: config features times 100 before the prenet
@@ -12,21 +14,15 @@ GLOROT_EMBED = 0.05     # Keras Embedding's uniform initialiser
 
 
 def _leaky(x):
-    import jax.numpy as jnp
-
     return jnp.where(x >= 0, x, LEAKY_SLOPE * x)
 
 
 def _l2_normalize(x):
     """tf.nn.l2_normalize over the last axis."""
-    import jax.numpy as jnp
-
     return x * jax_rsqrt(jnp.maximum(jnp.sum(x * x, axis=-1, keepdims=True), 1e-12))
 
 
 def jax_rsqrt(x):
-    import jax
-
     return jax.lax.rsqrt(x)
 
 
@@ -37,8 +33,6 @@ def _expand(w, y):
 def normalized_adjacency(src, dst, edge_mask, n):
     """(self weight (n,), edge weight (m,)) of A_hat = D^-1/2 (A + A^T + I) D^-1/2 where
     A has one entry per kept edge (masked edges are absent)."""
-    import jax
-
     w = edge_mask.astype("float32")
     degree = 1.0 + jax.ops.segment_sum(w, src, n) + jax.ops.segment_sum(w, dst, n)
     inv_sqrt = jax_rsqrt(degree)
@@ -48,8 +42,6 @@ def normalized_adjacency(src, dst, edge_mask, n):
 def apply_adjacency(y, src, dst, self_w, edge_w):
     """A_hat @ y for y (n, ...) given `normalized_adjacency`'s weights (self_w zero and
     edge_w the edge mask give (A + A^T) @ y)."""
-    import jax
-
     n = y.shape[0]
     ew = _expand(edge_w, y)
     return (_expand(self_w, y) * y + jax.ops.segment_sum(ew * y[dst], src, n)
@@ -82,8 +74,6 @@ def _layout_nodes(p, x0, a, edge_mask, cfg_mask, gnn_layers, mlp_layers):
     from the static pass). The same function as computing every node per config; the
     per-config arrays are a few times smaller. x0 (N, D): the config-free node inputs.
     """
-    import jax.numpy as jnp
-
     cfg = a["cfg"]
     n_local, fc = a["loc_node"].shape[0], cfg.shape[-1]
     values = CONFIG_SCALE * cfg * cfg_mask[:, None, None]
@@ -118,9 +108,6 @@ def _layout_nodes(p, x0, a, edge_mask, cfg_mask, gnn_layers, mlp_layers):
 def layout_forward(p, a, gnn_layers, mlp_layers, segmented):
     """(outputs (G, C), activity): ResModel's output per graph slot and config (higher =
     slower) and the embedding's mean squared norm over real nodes."""
-    import jax
-    import jax.numpy as jnp
-
     emb = p["op_embedding"][a["op"]]
     x0 = jnp.concatenate([a["feat"], emb], axis=-1)
     if segmented:
@@ -150,9 +137,6 @@ def layout_forward(p, a, gnn_layers, mlp_layers, segmented):
 
 def tile_forward(p, a, gnn_layers, mlp_layers, segmented=False):
     """(outputs (G, C), activity): EarlyJoinSAGE's output per graph slot and config."""
-    import jax
-    import jax.numpy as jnp
-
     emb = p["op_embedding"][a["op"]]
     mask = a["node_mask"].astype(emb.dtype)
     src, dst = a["src"], a["dst"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from xlarank.compat import require_jax
+from xlarank.compat import jax, jnp, require_jax
 from xlarank.data.collections import Collection
 from xlarank.data.graph import TileGraph, load_graph
 from xlarank.errors import XlarankError
@@ -79,7 +79,7 @@ class TpuGraphsGnn(RankingSystem):
                 float(s["temperature"]), float(s["mse_weight"]), bool(segmented))
 
     def _start(self, kind: str, stats: Stats) -> np.random.Generator:
-        jax = require_jax()
+        require_jax()
         self.kind_, self.stats_ = kind, stats
         self.resolved_ = self._resolve(kind)
         init = init_params(kind, len(stats.node.keep), len(stats.config.keep),
@@ -123,8 +123,6 @@ class TpuGraphsGnn(RankingSystem):
         return float(loss)
 
     def _reset_optimizer(self):
-        import jax.numpy as jnp
-
         zeros = {k: jnp.zeros_like(v) for k, v in self.params_.items()}
         self.moments_ = (zeros, dict(zeros))
         self.step_ = 0
@@ -362,7 +360,7 @@ class TpuGraphsGnn(RankingSystem):
         """The card, then the statistics, then the weights, each checked against what
         the one before says (XlarankError naming the file): weights of exactly the
         shapes the settings and statistics give, read after their headers are."""
-        jax = require_jax()
+        require_jax()
         from xlarank.features.embedding import read_weight_arrays
         from xlarank.files import read_structured
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from xlarank.compat import require_jax
+from xlarank.compat import jax, jnp, require_jax
 from xlarank.systems.tpugraphs_gnn.model import layout_forward, tile_forward
 
 L2_REG = 1e-4           # kernel and activity regularisers (models.py)
@@ -15,9 +15,6 @@ ADAM = (0.9, 0.999, 1e-7)  # Keras Adam's beta_1, beta_2, epsilon
 def listmle(scores, order, valid, temperature=1.0):
     """Mean over lists of sum_i [logsumexp(s_order[i:]) - s_order[i]] on scores (L, C) /
     temperature, order (L, C) from `label_order`; invalid positions take no part."""
-    import jax
-    import jax.numpy as jnp
-
     s = jnp.take_along_axis(scores / temperature, order, axis=1)
     v = jnp.take_along_axis(valid, order, axis=1)
     c = s.shape[1]
@@ -30,8 +27,6 @@ def listmle(scores, order, valid, temperature=1.0):
 
 def ranking_loss(out, a, temperature, mse_weight):
     """The official loss without L2 terms: (ListMLE + w MSE) / (1 + w)."""
-    import jax.numpy as jnp
-
     scores = out.reshape(a["order"].shape)
     loss = listmle(scores, a["order"], a["valid"], temperature)
     if mse_weight:
@@ -52,15 +47,10 @@ def _objective(p, a, arch):
 
 def clip_by_norm(g, clip):
     """Keras clipnorm for one tensor: g * clip / max(||g||, clip)."""
-    import jax.numpy as jnp
-
     return g * clip / jnp.maximum(jnp.sqrt(jnp.sum(g * g)), clip)
 
 
 def _train_step(p, moments, a, step, lr, clip, arch):
-    import jax
-    import jax.numpy as jnp
-
     (_, loss), grads = jax.value_and_grad(_objective, has_aux=True)(p, a, arch)
     grads = {k: clip_by_norm(g, clip) for k, g in grads.items()}
     beta1, beta2, eps = ADAM
@@ -80,7 +70,7 @@ def _eval(p, a, arch):
 
 @functools.cache
 def _jitted():
-    jax = require_jax()
+    require_jax()
     return (jax.jit(_train_step, static_argnames="arch"),
             jax.jit(_eval, static_argnames="arch"))
 
