@@ -15,6 +15,7 @@ from xlarank import Tuner
 from xlarank.cli import app
 from xlarank.data.collections import COLLECTIONS, split_files
 from xlarank.data.graph import load_graph
+from xlarank.errors import XlarankError
 from xlarank.rank.ingraph import IN_GRAPH_SPEC
 from xlarank.rank.measured import config_columns, distinct_configs, read_measured_state
 from xlarank.rank.strategies import (
@@ -34,6 +35,7 @@ from xlarank.rank.strategies import (
     suggestions,
 )
 from xlarank.rank.tuner import expected_random_best, expected_random_draws
+from xlarank.seeds import MAX_BOOSTER_SEED
 
 UNET3D = "unet3d.npz"
 
@@ -483,8 +485,13 @@ def test_suggest_runs_each_peer_by_name(unet3d, samples, tmp_path):
         assert len(table) == 4 and not set(table["config_index"]) & set(rows.tolist())
 
 
-def test_a_seed_past_xgboosts_range_still_seeds_the_autotvm_peer(unet3d):
-    # XGBoost takes a 31-bit random_state; the tuner takes any whole number >= 0.
-    big = Tuner(unet3d, seed=2**64, threads=1, strategy=AutotvmStrategy())
+def test_the_largest_booster_seed_seeds_the_autotvm_peer(unet3d):
+    # XGBoost takes a 31-bit random_state; each step's seed stays within it.
+    big = Tuner(unet3d, seed=MAX_BOOSTER_SEED, threads=1, strategy=AutotvmStrategy())
     replay(big, unet3d, 2, 4)
     assert len(big.suggest(4)) == 4
+
+
+def test_a_seed_past_the_boosters_range_is_refused(unet3d):
+    with pytest.raises(XlarankError, match=str(2**64)):
+        Tuner(unet3d, seed=2**64, threads=1, strategy=AutotvmStrategy())

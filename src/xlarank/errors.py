@@ -49,3 +49,20 @@ class BadInputError(XlarankError):
 class XlarankWarning(UserWarning):
     """A result that is legal but dubious (a degenerate training frame, a partial
     submission); the CLI shows it as one ``warning:`` line."""
+
+
+class ArgumentTypeError(XlarankError, TypeError):
+    """An argument of the wrong type given to a public function (None, a float where an
+    int is due, a list where a mapping is): an `XlarankError`, as every fault of the input
+    is, and a TypeError, as Python's own for a wrong type is."""
+
+
+def checked_type(value, kinds: type | tuple[type, ...], what: str, expected: str):
+    """``value`` if it is one of ``kinds`` (a bool is no int here); `ArgumentTypeError`
+    naming ``what`` (the argument) and ``expected`` (in words) otherwise."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        raise ArgumentTypeError(f"{what}: expected {expected}, got "
+                                f"{type(value).__name__}")
+    return value
+

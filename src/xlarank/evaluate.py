@@ -19,7 +19,7 @@ import pandas as pd
 from xlarank.atomic import atomic_path, check_output
 from xlarank.data.collections import COLLECTIONS
 from xlarank.data.graph import TileGraph
-from xlarank.errors import MismatchError, XlarankError, XlarankWarning
+from xlarank.errors import MismatchError, XlarankError, XlarankWarning, checked_type
 from xlarank.files import read_structured
 from xlarank.frame import group_sizes
 from xlarank.metrics import kendall_tau, ordered_pair_accuracy, slowdown_at
@@ -48,6 +48,7 @@ def graph_headline(graph, score: np.ndarray, runtime: np.ndarray | None = None) 
     side is constant), 1 - slowdown@5 on a tile graph (on runtime / normalizer). score
     float (n_configs,), higher is faster; runtime (n_configs,), the graph's own when
     None."""
+    _check_graph(graph, "graph_headline")
     runtime = graph.config_runtime if runtime is None else runtime
     score = np.asarray(score, dtype=np.float64)
     if score.shape != (graph.n_configs,) or not np.isfinite(score).all():
@@ -115,7 +116,17 @@ class InGraphSplit:
 def in_graph_split(graph, share: float, seed: int) -> InGraphSplit:
     """`InGraphSplit` of ``graph``: ``share`` of its distinct configs measured, drawn by
     ``seed``."""
+    _check_graph(graph, "in_graph_split")
+    checked_type(share, (int, float, np.integer, np.floating), "in_graph_split: share",
+                 "a number in (0, 1)")
+    checked_type(seed, (int, np.integer), "in_graph_split: seed", "a whole number >= 0")
     return InGraphSplit(graph, share, seed)
+
+
+def _check_graph(graph, what: str) -> None:
+    from xlarank.data.graph import Graph
+
+    checked_type(graph, Graph, f"{what}: graph", "a graph from xlarank.load_graph")
 
 
 def check_scores(score: np.ndarray, graph_ids: np.ndarray | None, where: str,

@@ -39,7 +39,7 @@ from xlarank.data.collections import (
 from xlarank.data.graph import load_graph
 from xlarank.data.origin import files_origin
 from xlarank.engine import map_ordered
-from xlarank.errors import BadGraphError, XlarankError
+from xlarank.errors import ArgumentTypeError, BadGraphError, XlarankError, checked_type
 from xlarank.features.build import feature_block, feature_names
 from xlarank.features.spec import FeatureSpec, load_feature_spec, weighted_families
 from xlarank.frame import block_table, frame_schema, write_frame
@@ -228,7 +228,19 @@ def featurize_files(paths: Iterable[str | Path], out: str | Path, collection: Co
     config (see `featurize_graph`); by default only for the train split, since scoring and
     evaluation need every config. Returns (rows, skipped, parts reused).
     """
-    paths = [Path(p) for p in paths]
+    if isinstance(paths, str | os.PathLike) or not isinstance(paths, Iterable):
+        raise ArgumentTypeError(f"featurize_files: paths: expected a list of npz paths, got "
+                                f"{type(paths).__name__}")
+    paths = [Path(checked_type(p, (str, os.PathLike), "featurize_files: paths",
+                               "a list of npz paths (str or Path)")) for p in paths]
+    checked_type(out, (str, os.PathLike), "featurize_files: out", "a path (str or Path)")
+    checked_type(collection, Collection, "featurize_files: collection",
+                 "a Collection (xlarank.get_collection)")
+    if split is not None:
+        checked_type(split, str, "featurize_files: split", "a split name or None")
+    checked_type(spec, FeatureSpec, "featurize_files: spec",
+                 "a FeatureSpec (xlarank.load_feature_spec)")
+    checked_type(workers, int, "featurize_files: workers", "an int")
     # As the command checks: no frame over an input, whoever calls.
     out = check_outputs([Path(out)], [Input(p) for p in paths])[0]
     made = _first_missing(out.parent)

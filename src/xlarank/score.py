@@ -28,7 +28,14 @@ from xlarank.data.distinct import config_columns
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.data.origin import warn_if_synthetic_meets_real, warn_if_synthetic_meets_real_frame
 from xlarank.engine import map_ordered
-from xlarank.errors import BadGraphError, MismatchError, XlarankError, XlarankWarning
+from xlarank.errors import (
+    ArgumentTypeError,
+    BadGraphError,
+    MismatchError,
+    XlarankError,
+    XlarankWarning,
+    checked_type,
+)
 from xlarank.evaluate import (
     SUMMARY_SUFFIX,
     check_scores,
@@ -105,16 +112,17 @@ def ranked_configs(graph, ranker: Model) -> tuple[np.ndarray, np.ndarray]:
     ranker: a model (`load_model`) or its directory, or anything with ``score(graph)``
     giving float64 (n_configs,), higher is faster (a fitted `xlarank.systems` system).
     A model of another collection than the graph's (as ``xlarank score`` refuses it) is
-    a `MismatchError`; arguments of other types a TypeError."""
+    a `MismatchError`; arguments of other types an `ArgumentTypeError`."""
     if isinstance(graph, str | os.PathLike):
         graph = load_graph(graph, configs=False)
     elif not isinstance(graph, TileGraph | LayoutGraph):
-        raise TypeError(f"graph: expected an npz path or a graph from xlarank.load_graph, "
+        raise ArgumentTypeError(f"graph: expected an npz path or a graph from xlarank.load_graph, "
                         f"got {type(graph).__name__}")
     if isinstance(ranker, str | os.PathLike):
         ranker = load_model(ranker)
     elif not (hasattr(ranker, "score") or hasattr(ranker, "predict")):
-        raise TypeError(f"ranker: expected a model from xlarank.load_model or its directory, "
+        raise ArgumentTypeError(f"ranker: expected a model from xlarank.load_model or its "
+                                f"directory, "
                         f"got {type(ranker).__name__}")
     card = getattr(ranker, "card", None)
     if isinstance(card, dict) and "collection" in card:
@@ -206,7 +214,14 @@ def score_files(paths: Iterable[str | Path], models: str | Path, out: str | Path
     One task per file on the chosen engine; rows follow the input order.
     Returns (rows, skipped files' errors).
     """
-    paths = [Path(p) for p in paths]
+    if isinstance(paths, str | os.PathLike) or not isinstance(paths, Iterable):
+        raise ArgumentTypeError(f"score_files: paths: expected a list of npz paths, got "
+                                f"{type(paths).__name__}")
+    paths = [Path(checked_type(p, (str, os.PathLike), "score_files: paths",
+                               "a list of npz paths (str or Path)")) for p in paths]
+    checked_type(models, (str, os.PathLike), "score_files: models",
+                 "a model folder (str or Path)")
+    checked_type(out, (str, os.PathLike), "score_files: out", "a CSV path (str or Path)")
     # As the command checks: no output over an input, whoever calls.
     check_outputs([Path(out)], [Input(p) for p in paths] + [Input(Path(models))])
     if top is not None and top < 1:
@@ -339,7 +354,11 @@ def evaluate_model(frame_path: str | Path, model_dir: str | Path | None, seed: i
         The frame has no runtimes, or the model belongs to another feature spec or
         collection.
     """
-    frame_path = Path(frame_path)
+    frame_path = Path(checked_type(frame_path, (str, os.PathLike), "evaluate_model: frame_path",
+                                   "a parquet frame's path (str or Path)"))
+    if model_dir is not None:
+        checked_type(model_dir, (str, os.PathLike), "evaluate_model: model_dir",
+                     "a model folder (str or Path) or None")
     seed = check_seed(seed, "seed")
     if out is not None:
         check_output(out)

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from xlarank.errors import XlarankError
+from xlarank.errors import ArgumentTypeError, XlarankError
 
 
 def check_seed(seed, what: str = "seed") -> int:
     """``seed`` as an int if it is a whole number >= 0; XlarankError naming ``what``
-    (an option such as --seed, or an argument) otherwise, TypeError for a non-integer."""
+    (an option such as --seed, or an argument) otherwise, `ArgumentTypeError` (also a
+    TypeError) for a non-integer."""
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-        raise TypeError(f"{what}: expected an int, got {type(seed).__name__} {seed!r}")
+        raise ArgumentTypeError(f"{what}: expected an int, got {type(seed).__name__} {seed!r}")
     if seed < 0:
         raise XlarankError(f"{what} {int(seed)}: a seed is a whole number >= 0")
     return int(seed)

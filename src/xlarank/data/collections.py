@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlarank.errors import XlarankError
+from xlarank.errors import XlarankError, checked_type
 
 SPLITS = ("train", "valid", "test")
 
@@ -53,6 +53,7 @@ _BY_NAME = {name: c for c in COLLECTIONS for name in (c.id, c.slug)}
 
 def get_collection(name: str) -> Collection:
     """Look a collection up by id (``tile:xla``) or slug (``tile-xla``)."""
+    checked_type(name, str, "collection", "a collection id or slug (str)")
     try:
         return _BY_NAME[name]
     except KeyError:

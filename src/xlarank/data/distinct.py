@@ -13,17 +13,32 @@ from functools import cached_property
 
 import numpy as np
 
-from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks
+from xlarank.data.graph import (
+    N_LAYOUT_CONFIG_FEATURES,
+    LayoutGraph,
+    TileGraph,
+    check_in_memory_configs,
+    config_blocks,
+)
 
 
 def config_columns(graph: TileGraph | LayoutGraph) -> np.ndarray:
-    """float32 (n_configs, n_raw): the raw config columns, one row per config."""
+    """float32 (n_configs, n_raw): the raw config columns, one row per config. A layout
+    graph's tensor is refused (BadGraphError naming the file) before it is allocated where
+    it is past `MAX_IN_MEMORY_CONFIG_BYTES`."""
     if isinstance(graph, TileGraph):
         return graph.config_feat.astype(np.float32)
+    check_in_memory_configs(graph.path, graph.n_configs, graph.n_configurable,
+                            "the raw config columns (rank-graph, suggest)")
     if graph.node_config_feat is None:  # loaded with configs=False: read them block by block
+        out = np.empty((graph.n_configs, graph.n_configurable * N_LAYOUT_CONFIG_FEATURES),
+                       np.float32)
+        start = 0
         with config_blocks(graph) as blocks:
-            parts = [block.reshape(len(block), -1) for block, _ in blocks]
-        return np.concatenate(parts).astype(np.float32)
+            for block, _ in blocks:
+                out[start : start + len(block)] = block.reshape(len(block), -1)
+                start += len(block)
+        return out
     return graph.node_config_feat.reshape(graph.n_configs, -1).astype(np.float32)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from xlarank.data.collections import Collection, locate
 from xlarank.data.npzstream import NpzStream, ReadAhead
-from xlarank.errors import BadGraphError
+from xlarank.errors import ArgumentTypeError, BadGraphError
 from xlarank.kernels.configs import config_to_int8
 from xlarank.kernels.graph import cycle_edge
 from xlarank.kernels.hashing import config_row_hashes
@@ -35,6 +35,18 @@ MAX_NODE_FEATURE = 1e18
 # operands); a header claiming more is a damaged or crafted file, refused before its
 # edges are inflated (800 KB of deflated zeros claimed 50 million edges, 2.6 GB).
 MAX_EDGES_PER_NODE = 100
+# Format limits, checked on the .npy headers before any member is inflated: a small file
+# of deflated zeros whose shapes agree can claim any count (deflate expands up to 1032 to
+# 1), and the arrays of such a claim were allocated before anything else was wrong. Real
+# files have up to about 44,000 nodes and 100,000 configs (FORMAT.md): these are 20 and 10
+# times that.
+MAX_NODES = 1_000_000
+MAX_CONFIGS = 1_000_000
+# The largest config tensor, as float32 (n_configs x n_configurable x 18 x 4 bytes), held
+# whole in memory: load_graph(configs=True) (int8, a quarter of it) and `config_columns`
+# (rank-graph, suggest, the tuner). The largest real file's is 2.6 GB; featurize streams
+# the tensor in blocks and has no such limit.
+MAX_IN_MEMORY_CONFIG_BYTES = 4 << 30
 # Configs are streamed in blocks of this many bytes of float32. Reading a block holds
 # about 2.5 times this (compressed input, decompressed bytes, int8 copy); bigger blocks
 # do not read faster.
@@ -119,7 +131,7 @@ def load_graph(path: str | Path, collection: Collection | None = None,
     TypeError for a ``path`` that is not one.
     """
     if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"load_graph: expected an npz path (str or Path), got "
+        raise ArgumentTypeError(f"load_graph: expected an npz path (str or Path), got "
                         f"{type(path).__name__}")
     path = Path(path)
     try:
@@ -167,10 +179,16 @@ def _check_headers(path: Path, shapes: dict[str, tuple[int, ...]], is_tile: bool
     if edges and edges[0] > MAX_EDGES_PER_NODE * n:
         _fail(path, f"edge_index: {edges[0]:,} edges for {n:,} nodes, more than "
                     f"{MAX_EDGES_PER_NODE} a node (real graphs have under 2)")
+    if n > MAX_NODES:
+        _fail(path, f"node_feat: {n:,} nodes, more than the {MAX_NODES:,} a graph may have "
+                    "(real graphs have under 50,000)")
     runtime = shapes["config_runtime"]
     if len(runtime) != 1:
         _fail(path, f"config_runtime: shape {runtime}, expected (n_configs,)")
     c = runtime[0]
+    if c > MAX_CONFIGS:
+        _fail(path, f"config_runtime: {c:,} configs, more than the {MAX_CONFIGS:,} a graph "
+                    "may have (real graphs have up to about 100,000)")
     if is_tile:
         if shapes["config_feat"] != (c, N_TILE_CONFIG_FEATURES):
             _fail(path, f"config_feat: shape {shapes['config_feat']}, expected ({c}, "
@@ -319,6 +337,7 @@ def _read_layout_configs(path: Path, npz: NpzStream, c: int, nc: int,
         _fail(path, f"node_config_feat: dtype {dtype}, expected float32")
     if not load:
         return None
+    check_in_memory_configs(path, c, nc, "a graph loaded with its configs (load_graph, rank-graph)")
     out = np.empty(shape, dtype=np.int8)
     start = 0
     raw_blocks = npz.iter_rows("node_config_feat", _rows_per_block(nc, CONFIG_BLOCK_BYTES))
@@ -326,6 +345,19 @@ def _read_layout_configs(path: Path, npz: NpzStream, c: int, nc: int,
         out[start : start + len(block)] = block
         start += len(block)
     return out
+
+
+def check_in_memory_configs(path: Path, n_configs: int, n_configurable: int,
+                            what: str) -> None:
+    """BadGraphError naming the file unless its config tensor, as float32, is at most
+    `MAX_IN_MEMORY_CONFIG_BYTES`: asked before ``what`` (a command or function that holds
+    the whole tensor) allocates it."""
+    nbytes = n_configs * n_configurable * N_LAYOUT_CONFIG_FEATURES * 4
+    if nbytes > MAX_IN_MEMORY_CONFIG_BYTES:
+        _fail(path, f"node_config_feat: {n_configs:,} configs x {n_configurable:,} "
+                    f"configurable nodes are {nbytes / 2**30:.1f} GiB as float32, more than "
+                    f"the {MAX_IN_MEMORY_CONFIG_BYTES / 2**30:g} GiB {what} holds in memory "
+                    "(featurize streams larger files)")
 
 
 def _narrowed(path: Path, raw_blocks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:

@@ -19,6 +19,7 @@ import numpy as np
 
 from xlarank.data.distinct import distinct_configs
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks
+from xlarank.errors import checked_type
 from xlarank.features.families import get_family
 from xlarank.features.spec import FeatureSpec
 from xlarank.features.tables import GraphTables
@@ -208,4 +209,8 @@ def featurize_graph(graph: TileGraph | LayoutGraph, spec: FeatureSpec,
     distinct config (for training): the row of its first appearance, whose runtime is the
     median of the duplicates' runtimes, rounded to whole ns.
     """
+    checked_type(graph, (TileGraph, LayoutGraph), "featurize_graph: graph",
+                 "a graph from xlarank.load_graph")
+    checked_type(spec, FeatureSpec, "featurize_graph: spec",
+                 "a FeatureSpec (xlarank.load_feature_spec)")
     return feature_block(graph, spec, dedup).to_frame()

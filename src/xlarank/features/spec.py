@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlarank.errors import SpecError
+from xlarank.errors import SpecError, checked_type
 from xlarank.files import read_structured
 
 # Bump when a family's columns or their meaning change: frames and models of another
@@ -122,7 +123,8 @@ def load_feature_spec(path: str | Path) -> FeatureSpec:
     """Read a feature spec TOML: ``name`` and ``families`` (a list drawn from the family
     registry), optionally ``k`` and the weights field of each family that has one
     (``gnn``, ``gru``)."""
-    path = Path(path)
+    path = Path(checked_type(path, (str, os.PathLike), "load_feature_spec: path",
+                             "a feature spec TOML's path (str or Path)"))
     raw = read_structured(path, "feature spec", SpecError)
     families = raw.get("families")
     known = known_families()

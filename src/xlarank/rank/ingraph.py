@@ -57,7 +57,7 @@ import pandas as pd
 from xlarank.data.collections import get_collection
 from xlarank.data.graph import LayoutGraph, TileGraph
 from xlarank.data.origin import warn_if_synthetic_meets_real
-from xlarank.errors import MismatchError, XlarankError, XlarankWarning
+from xlarank.errors import ArgumentTypeError, MismatchError, XlarankError, XlarankWarning
 from xlarank.features.build import KEY_COLUMNS, featurize_graph
 from xlarank.features.spec import FeatureSpec
 from xlarank.rank.boosters import BOOSTERS
@@ -192,7 +192,7 @@ def checked_prior(graph: TileGraph | LayoutGraph, prior):
     refusing (`MismatchError`) a model of another collection than the graph's."""
     if prior is not None and not hasattr(prior, "predict"):
         if not isinstance(prior, str | os.PathLike):
-            raise TypeError(f"prior: expected a model directory (str or Path) or a loaded "
+            raise ArgumentTypeError(f"prior: expected a model directory (str or Path) or a loaded "
                             f"model (xlarank.load_model), got {type(prior).__name__}")
         prior = load_model(prior)
     if prior is not None:
@@ -418,7 +418,7 @@ def rank_target(runtime: np.ndarray) -> np.ndarray:
 def _whole(value, name: str) -> int:
     # bool is an int to Python, but seed=True is a mistake, not a seed.
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__} {value!r}")
+        raise ArgumentTypeError(f"{name}: expected an int, got {type(value).__name__} {value!r}")
     return int(value)
 
 

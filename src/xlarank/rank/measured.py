@@ -37,7 +37,7 @@ from xlarank.data.distinct import config_columns as config_columns
 from xlarank.data.distinct import distinct_configs
 from xlarank.data.distinct import varying_columns as varying_columns
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
-from xlarank.errors import BadInputError, XlarankError
+from xlarank.errors import ArgumentTypeError, BadInputError, XlarankError
 from xlarank.files import input_path, open_regular
 
 MEASURED_COLUMNS = ("config_index", "runtime")
@@ -230,7 +230,7 @@ def graph_with_configs(graph) -> TileGraph | LayoutGraph:
         return graph
     if isinstance(graph, str | os.PathLike):
         return load_graph(graph)
-    raise TypeError(f"graph: expected an npz path (str or Path) or a graph from "
+    raise ArgumentTypeError(f"graph: expected an npz path (str or Path) or a graph from "
                     f"xlarank.load_graph, got {type(graph).__name__}")
 
 
@@ -247,7 +247,7 @@ def measured_table(measured) -> pd.DataFrame:
                                 ) from None
     if isinstance(measured, str | os.PathLike):
         return read_measured(measured)
-    raise TypeError("measured: expected a DataFrame (or a dict of columns) with "
+    raise ArgumentTypeError("measured: expected a DataFrame (or a dict of columns) with "
                     "config_index and runtime, or a CSV path, got "
                     f"{type(measured).__name__}")
 

@@ -14,6 +14,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from xlarank.errors import ArgumentTypeError
 from xlarank.features.spec import FeatureSpec
 from xlarank.frame import FrameMeta
 from xlarank.rank.ensemble import ENSEMBLE_KIND, Ensemble
@@ -57,7 +58,7 @@ def load_model(directory: str | Path) -> Model:
     """The `Ranker` or `Ensemble` saved in a directory (TypeError for a ``directory``
     that is not a path)."""
     if not isinstance(directory, str | os.PathLike):
-        raise TypeError(f"load_model: expected a model directory (str or Path), got "
+        raise ArgumentTypeError(f"load_model: expected a model directory (str or Path), got "
                         f"{type(directory).__name__}")
     directory = Path(directory)
     card = read_card(directory)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -24,7 +25,7 @@ import pandas as pd
 from xlarank.compat import require_optuna
 from xlarank.data.distinct import DistinctConfigs
 from xlarank.data.graph import LayoutGraph, TileGraph
-from xlarank.errors import XlarankError
+from xlarank.errors import ArgumentTypeError, XlarankError
 from xlarank.rank.ingraph import rank_graph, rank_target
 
 EXPLOIT, EXPLORE, COLD_START = "exploit", "explore", "cold-start"
@@ -74,6 +75,9 @@ class TunerStrategy(ABC):
     """
 
     name: ClassVar[str] = ""
+    # Numeric settings: name -> (low, high, whole number?, low excluded?), checked when
+    # the strategy is made (`_check_ranges`).
+    SETTING_RANGES: ClassVar[dict] = {}
 
     @abstractmethod
     def cold_start(self, tuner: TunerState, free: np.ndarray, measured: np.ndarray, k: int,
@@ -99,6 +103,32 @@ def _check_numbers(strategy, numbers: dict, integers: dict) -> None:
         raise XlarankError(f"{strategy}: {', '.join(bad)} must be finite numbers")
 
 
+def _range_text(low, high, whole: bool, open_low: bool = False) -> str:
+    if whole:
+        return f"a whole number in {low}..{high}"
+    return f"a number in {'(' if open_low else '['}{low:g}, {high:g}]"
+
+
+def _check_ranges(strategy) -> None:
+    """XlarankError naming the first numeric setting outside its documented range
+    (``SETTING_RANGES``: name -> (low, high, whole number?, low excluded?)). The upper
+    bounds keep one batch to seconds: a million bootstraps or XGBoost rounds fitted on
+    every batch ran on for minutes."""
+    ranges = type(strategy).SETTING_RANGES
+    numbers = {name: getattr(strategy, name) for name, (*_, whole, _o) in ranges.items()
+               if not whole}
+    integers = {name: getattr(strategy, name) for name, (*_, whole, _o) in ranges.items()
+                if whole}
+    _check_numbers(strategy, numbers, integers)
+    for name, (low, high, whole, open_low) in ranges.items():
+        value = getattr(strategy, name)
+        inside = (low < value if open_low else low <= value) and value <= high
+        if not inside or (whole and not float(value).is_integer()):
+            shown = f"{value:g}" if isinstance(value, float | np.floating) else f"{value}"
+            raise XlarankError(f"{strategy}: {name}={shown[:40]} is outside its range; "
+                               f"{name} is {_range_text(low, high, whole, open_low)}")
+
+
 @dataclass(frozen=True)
 class BoosterStrategy(TunerStrategy):
     """The default strategy ("booster"): a diverse cold start, then the in-graph booster.
@@ -120,6 +150,10 @@ class BoosterStrategy(TunerStrategy):
     config within the noise of the best diverse, 11.0 random; layout: unet3d 27.0
     diverse, 74.0 random).
 
+    Ranges (`SETTING_RANGES`, checked when the strategy is made): bootstraps a whole
+    number in 0..64, kappa and diversity in [0, 100], random_share and important in
+    [0, 1].
+
     The defaults exploit the booster fitted on every measured config, with the
     uncertainty reported, not acted on; they were chosen on bench/autotune.py's replay
     (docs/rank-graph.md says what each setting did there; the current figures are in
@@ -134,17 +168,17 @@ class BoosterStrategy(TunerStrategy):
     important: float = 0.9
     cold: str = "auto"
 
+    # name -> (low, high, whole number?, low excluded?): ``make_strategy`` and the
+    # constructor refuse a value outside (each bootstrap is one more booster a batch).
+    SETTING_RANGES: ClassVar[dict] = {
+        "bootstraps": (0, 64, True, False), "kappa": (0.0, 100.0, False, False),
+        "random_share": (0.0, 1.0, False, False), "diversity": (0.0, 100.0, False, False),
+        "important": (0.0, 1.0, False, False)}
+
     def __post_init__(self):
-        if self.cold not in ("auto", "diverse", "random"):
+        if not isinstance(self.cold, str) or self.cold not in ("auto", "diverse", "random"):
             raise XlarankError(f"cold start {self.cold!r}: 'auto', 'diverse' or 'random'")
-        numbers = {"kappa": self.kappa, "random_share": self.random_share,
-                   "diversity": self.diversity, "important": self.important}
-        _check_numbers(self, numbers, {"bootstraps": self.bootstraps})
-        if (not float(self.bootstraps).is_integer() or not self.bootstraps >= 0
-                or not 0 <= self.random_share <= 1 or not self.kappa >= 0
-                or not self.diversity >= 0 or not 0 <= self.important <= 1):
-            raise XlarankError(f"{self}: bootstraps a whole number >= 0, kappa >= 0, "
-                               "diversity >= 0, and a random share and important in [0, 1]")
+        _check_ranges(self)
 
     def cold_start(self, tuner, free, measured, k, rng):
         nan = [np.nan] * k
@@ -266,7 +300,9 @@ class AutotvmStrategy(TunerStrategy):
     epsilon-greedy batches: an XGBoost rank:pairwise ranker on the raw config columns that
     vary, refitted on the measured distinct configs each batch; each slot of a batch its
     best predicted unmeasured config, or with probability ``epsilon`` a random one (the
-    first batch random). rounds, depth and learning_rate are the ranker's."""
+    first batch random). rounds, depth and learning_rate are the ranker's. Ranges
+    (`SETTING_RANGES`, checked when made): epsilon in [0, 1], rounds a whole number in
+    1..10000, depth in 1..20, learning_rate in (0, 1]."""
 
     name: ClassVar[str] = "autotvm"
     epsilon: float = 0.05
@@ -274,14 +310,12 @@ class AutotvmStrategy(TunerStrategy):
     depth: int = 6
     learning_rate: float = 0.1
 
+    SETTING_RANGES: ClassVar[dict] = {
+        "epsilon": (0.0, 1.0, False, False), "rounds": (1, 10_000, True, False),
+        "depth": (1, 20, True, False), "learning_rate": (0.0, 1.0, False, True)}
+
     def __post_init__(self):
-        _check_numbers(self, {"epsilon": self.epsilon, "learning_rate": self.learning_rate},
-                       {"rounds": self.rounds, "depth": self.depth})
-        if (not 0 <= self.epsilon <= 1 or not self.learning_rate > 0
-                or not float(self.rounds).is_integer() or not self.rounds >= 1
-                or not float(self.depth).is_integer() or not self.depth >= 1):
-            raise XlarankError(f"{self}: epsilon in [0, 1], learning_rate > 0, rounds and "
-                               "depth whole numbers >= 1")
+        _check_ranges(self)
 
     def cold_start(self, tuner, free, measured, k, rng):
         return _random_start(tuner, free, k, rng)
@@ -328,15 +362,15 @@ class TpeStrategy(TunerStrategy):
     be measured, and the snapped config is what is told back. The study is rebuilt from
     the measured table at each batch (TPE's model is the trials, not hidden state), with
     a constant liar so one batch spreads; TPE starts with ``startup`` random trials, the
-    first batch among them."""
+    first batch among them (a whole number in 1..10000, `SETTING_RANGES`)."""
 
     name: ClassVar[str] = "tpe"
     startup: int = 10
 
+    SETTING_RANGES: ClassVar[dict] = {"startup": (1, 10_000, True, False)}
+
     def __post_init__(self):
-        _check_numbers(self, {}, {"startup": self.startup})
-        if not float(self.startup).is_integer() or not self.startup >= 1:
-            raise XlarankError(f"{self}: startup a whole number >= 1")
+        _check_ranges(self)
 
     def cold_start(self, tuner, free, measured, k, rng):
         return self._propose(tuner, free, pd.Series(dtype=np.float64), k, rng)
@@ -346,8 +380,8 @@ class TpeStrategy(TunerStrategy):
 
     def _propose(self, tuner, free, medians, k, rng) -> pd.DataFrame:
         optuna = require_optuna("the tpe strategy")
-        from optuna.distributions import CategoricalDistribution
-        from optuna.trial import TrialState, create_trial
+        CategoricalDistribution = optuna.distributions.CategoricalDistribution
+        TrialState, create_trial = optuna.trial.TrialState, optuna.trial.create_trial
 
         options = choice_options(tuner)
         names = [f"choice{j}" for j in range(options.shape[1])]
@@ -409,13 +443,26 @@ STRATEGIES: dict[str, type[TunerStrategy]] = {
 def make_strategy(name: str = "booster", options: dict | None = None) -> TunerStrategy:
     """The strategy registered as ``name`` with ``options`` (setting name -> value; a
     string is read as the setting's type: "0.5" for a float, "4" for an int); XlarankError
-    for an unknown name, an unknown setting or a value that is not of its type."""
+    for an unknown name, an unknown setting, a value that is not of its type or outside its
+    range (`SETTING_RANGES`), `ArgumentTypeError` (an XlarankError) for a name that is
+    not a string or options that are not a mapping."""
+    if not isinstance(name, str):
+        raise ArgumentTypeError(f"make_strategy: name: expected a strategy name (str: "
+                                f"{', '.join(STRATEGIES)}), got {type(name).__name__}")
+    if options is not None and not isinstance(options, Mapping):
+        raise ArgumentTypeError(
+            f"make_strategy: options: expected a mapping of setting -> value "
+            f"(parse_strategy_options reads 'key=value' strings into one), got "
+            f"{type(options).__name__}")
     if name not in STRATEGIES:
         raise XlarankError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
     cls = STRATEGIES[name]
     fields = {f.name: f for f in dataclasses.fields(cls)}
     settings = {}
     for key, value in (options or {}).items():
+        if not isinstance(key, str):
+            raise ArgumentTypeError(f"strategy {name}: a setting's name must be a str, got "
+                                    f"{type(key).__name__}")
         if key not in fields:
             known = ", ".join(fields) or "none"
             raise XlarankError(f"strategy {name}: unknown setting {key!r}; known: {known}")
@@ -442,7 +489,14 @@ def parse_strategy_options(options) -> dict:
     """``key=value`` strings as a dict; XlarankError for one without ``=``, an empty key
     or a key given twice."""
     parsed: dict[str, str] = {}
+    if options is not None and (isinstance(options, str | bytes)
+                                or not isinstance(options, Iterable)):
+        raise ArgumentTypeError(f"strategy options: expected a list of 'key=value' "
+                                f"strings, got {type(options).__name__}")
     for option in options or ():
+        if not isinstance(option, str):
+            raise ArgumentTypeError(f"strategy option {option!r}: expected a 'key=value' "
+                                    f"string, got {type(option).__name__}")
         key, sep, value = option.partition("=")
         key = key.strip()
         if not sep or not key:
@@ -457,8 +511,8 @@ def checked_strategy(strategy) -> TunerStrategy:
     if strategy is None:
         return BoosterStrategy()
     if not isinstance(strategy, TunerStrategy):
-        raise TypeError(f"strategy: expected a TunerStrategy (e.g. xlarank.BoosterStrategy()"
-                        f"), got {type(strategy).__name__}")
+        raise ArgumentTypeError(f"strategy: expected a TunerStrategy (e.g. "
+                                f"xlarank.BoosterStrategy()), got {type(strategy).__name__}")
     return strategy
 
 

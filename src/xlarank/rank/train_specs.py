@@ -9,16 +9,19 @@ preparation, local training) and `xlarank.rank.dask` (Dask training), which both
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from xlarank.atomic import check_output, locks_outputs
 from xlarank.data.collections import get_collection
 from xlarank.distributed import engine_client
-from xlarank.errors import MismatchError, XlarankError
-from xlarank.evaluate import mean_metrics
+from xlarank.errors import ArgumentTypeError, MismatchError, XlarankError, checked_type
+from xlarank.evaluate import check_scores, mean_metrics
 from xlarank.frame import read_frame, read_keys, read_meta
 from xlarank.rank.dask import train_ranker_dask
 from xlarank.rank.ensemble import load_training_plan, train_ensemble
@@ -39,8 +42,20 @@ class Trained:
     collection: str
 
 
-@locks_outputs("out_dir")
 def train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
+                     out_dir: str | Path, seeds: Sequence[int] | None = None,
+                     valid_path: str | Path | None = None, threads: int = 0,
+                     engine: str = "local", scheduler: str | None = None, workers: int = 2,
+                     status: Callable[[str], AbstractContextManager] = contextlib.nullcontext
+                     ) -> Trained:
+    _check_train_arguments(frame_path, spec_paths, out_dir, seeds, valid_path, threads,
+                           engine)
+    return _train_from_specs(frame_path, spec_paths, out_dir, seeds, valid_path, threads,
+                             engine, scheduler, workers, status)
+
+
+@locks_outputs("out_dir")
+def _train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
                      out_dir: str | Path, seeds: Sequence[int] | None = None,
                      valid_path: str | Path | None = None, threads: int = 0,
                      engine: str = "local", scheduler: str | None = None, workers: int = 2,
@@ -123,11 +138,54 @@ def train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
     # Said once the model is trained, so a frame that cannot train says only its error.
     keys = read_keys(frame_path)
     warn_few_graphs(keys["runtime"].to_numpy(), keys["graph_id"].to_numpy(), str(frame_path))
+    # A spec that leaves the boosters no split (min_data_in_leaf past the rows, say) makes
+    # a model of one score for every config, which trains without an error: the warning
+    # `score` gives for such scores, said here on the frames it was trained on.
+    warn_flat_scores(model, frame_path, "trained on it")
     if valid_path is not None:
         valid, valid_meta = read_frame(valid_path)
         model.check_frame(valid_meta, str(valid_path))
-        metrics = mean_metrics(valid, model.predict(valid),
-                               get_collection(meta.collection).is_tile)
+        valid_score = model.predict(valid)
+        warn_flat_scores(model, valid_path, "validated on it", valid, valid_score)
+        metrics = mean_metrics(valid, valid_score, get_collection(meta.collection).is_tile)
         model.card["validation"] = {"frame": str(valid_path), **metrics}
     model.save(out_dir)
     return Trained(model=model, specs=specs, collection=meta.collection)
+
+
+def warn_flat_scores(model: Model, frame_path: str | Path, how: str, frame=None,
+                     score=None) -> None:
+    """XlarankWarning (`xlarank.evaluate.check_scores`) where the just-trained ``model``
+    gives every config of a graph of the frame one score though its configs differ:
+    a model that learned nothing, whose spec left its boosters no split. ``frame`` and
+    ``score``: the frame's rows and the model's scores, where the caller holds them."""
+    if frame is None:
+        frame, _ = read_frame(frame_path)
+    if score is None:
+        score = model.predict(frame)
+    check_scores(score, frame["graph_id"].to_numpy(), f"{frame_path} scored by the model "
+                 f"{how}", lambda: frame[model.feature_names].to_numpy(np.float64))
+
+
+def _check_train_arguments(frame_path, spec_paths, out_dir, seeds, valid_path, threads,
+                           engine) -> None:
+    """`ArgumentTypeError` (an XlarankError) for an argument of `train_from_specs` of the
+    wrong type, before its output is locked."""
+    path_kinds = (str, os.PathLike)
+    checked_type(frame_path, path_kinds, "train_from_specs: frame_path", "a path (str or Path)")
+    checked_type(out_dir, path_kinds, "train_from_specs: out_dir", "a path (str or Path)")
+    if valid_path is not None:
+        checked_type(valid_path, path_kinds, "train_from_specs: valid_path", "a path or None")
+    if isinstance(spec_paths, str | os.PathLike) or not isinstance(spec_paths, Sequence):
+        raise ArgumentTypeError(f"train_from_specs: spec_paths: expected a list of spec "
+                                f"paths or names, got {type(spec_paths).__name__}")
+    for spec in spec_paths:
+        checked_type(spec, path_kinds, "train_from_specs: spec_paths", "spec paths or names")
+    if seeds is not None and (isinstance(seeds, str) or not isinstance(seeds, Sequence)):
+        raise ArgumentTypeError(f"train_from_specs: seeds: expected a list of ints, got "
+                                f"{type(seeds).__name__}")
+    for seed in seeds or ():
+        checked_type(seed, (int, np.integer), "train_from_specs: seeds", "a list of ints")
+    checked_type(threads, (int, np.integer), "train_from_specs: threads", "an int")
+    checked_type(engine, str, "train_from_specs: engine", "'local' or 'dask'")
+train_from_specs.__doc__ = _train_from_specs.__doc__

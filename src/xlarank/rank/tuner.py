@@ -40,6 +40,7 @@ of distinct configs measured, never by how many batches were asked before).
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 from pathlib import Path
 
@@ -48,11 +49,12 @@ import pandas as pd
 
 from xlarank.data.distinct import row_groups
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
-from xlarank.errors import XlarankWarning
+from xlarank.errors import ArgumentTypeError, XlarankWarning, checked_type
 from xlarank.features.build import featurize_graph
 from xlarank.rank.ingraph import (
     IN_GRAPH_BOOSTER,
     booster_gain,
+    check_threads,
     checked_prior,
     fit_booster,
     in_graph_inputs,
@@ -69,7 +71,7 @@ from xlarank.rank.measured import (
     varying_columns,
 )
 from xlarank.rank.strategies import TunerStrategy, checked_strategy, suggestions
-from xlarank.seeds import check_booster_seed, check_seed
+from xlarank.seeds import MAX_BOOSTER_SEED, check_booster_seed
 
 # A tuner refits every batch, and several boosters at that: fewer, larger steps than
 # rank-graph's 300 x 0.05 (the same small-sample leaves).
@@ -83,7 +85,8 @@ class Tuner:
 
     graph: a TileGraph or LayoutGraph, or an npz path (its own runtimes are never read);
     prior: a cross-graph model directory or loaded ranker of the graph's collection (its
-    score is one more input, and orders the cold start); seed: every random draw;
+    score is one more input, and orders the cold start); seed: every random draw, a
+    whole number in 0..2^31 - 1 (the boosters' range, as ``xlarank suggest --seed``);
     threads: the boosters' (None: the process's chosen count); strategy: a
     `TunerStrategy` (None: `BoosterStrategy()`).
 
@@ -95,10 +98,15 @@ class Tuner:
 
     def __init__(self, graph, prior=None, seed: int = 0, threads: int | None = None,
                  strategy: TunerStrategy | None = None):
-        # Any whole number >= 0 (XGBoost's peer takes it modulo 2^31); suggest_next, the
-        # command's path, keeps to the boosters' range (`check_booster_seed`).
-        seed = check_seed(seed, "seed")
+        # The boosters' range, as the command's (`check_booster_seed`): a larger seed
+        # would wrap onto another one in LightGBM and in XGBoost's 31-bit random_state.
+        seed = check_booster_seed(seed)
+        threads = check_threads(threads)
         if not isinstance(graph, (TileGraph, LayoutGraph)):
+            if not isinstance(graph, str | os.PathLike):
+                raise ArgumentTypeError(f"Tuner: graph: expected an npz path (str or Path) "
+                                        f"or a graph from xlarank.load_graph, got "
+                                        f"{type(graph).__name__}")
             graph = load_graph(graph)
         if graph.n_configs == 0:
             raise MeasuredError(f"{graph.path}: the graph has no configs to tune")
@@ -125,7 +133,7 @@ class Tuner:
         with another seed and, given one, another strategy."""
         other = object.__new__(Tuner)
         other.__dict__.update(self.__dict__)
-        other.seed = check_seed(seed, "seed")
+        other.seed = check_booster_seed(seed)
         other.strategy = self.strategy if strategy is None else checked_strategy(strategy)
         other._rows = []
         return other
@@ -151,6 +159,9 @@ class Tuner:
 
     def tell_table(self, measured: pd.DataFrame, where: str = "measured") -> None:
         """Record a table of measurements (columns config_index, runtime)."""
+        checked_type(measured, pd.DataFrame, "measured", "a DataFrame of config_index, "
+                     "runtime")
+        checked_type(where, str, "where", "a str")
         table = check_measured(measured, where)
         check_known(self.graph, table, where)
         self._rows += list(zip(table["config_index"].tolist(), table["runtime"].tolist()))
@@ -183,6 +194,7 @@ class Tuner:
         uncertainty (sd of the prediction in log runtime; NaN at a cold start) and
         reason (exploit: among the k best predicted; explore: picked for its
         uncertainty, its difference from the batch, or at random; cold-start)."""
+        checked_type(k, (int, np.integer), "batch size k", "a whole number >= 1 (int)")
         if k < 1:
             raise MeasuredError(f"batch size {k}: ask for at least one config")
         medians = self._medians()
@@ -204,7 +216,10 @@ class Tuner:
         configs ``candidates`` with its split gain float64 (len(input_names),)."""
         first = self.distinct.first
         booster = fit_booster(self._x[first[groups]], target, self.input_names,
-                              self.seed * 1009 + salt, self.threads, TUNER_BOOSTER)
+                              # A step's seed derives from the tuner's, kept within the
+                              # 32-bit int that LightGBM's seed parameter is.
+                              (self.seed * 1009 + salt) % (MAX_BOOSTER_SEED + 1),
+                              self.threads, TUNER_BOOSTER)
         prediction = predict_booster(booster, self._x[first[candidates]], self.input_names,
                                      TUNER_BOOSTER)
         return prediction, booster_gain(booster, self.input_names, TUNER_BOOSTER)
@@ -241,7 +256,7 @@ def suggest_next(graph, measured_path: str | Path | None, batch: int, prior=None
     """The next ``batch`` configs of ``graph`` given the measurements in a CSV (the whole
     state: a run resumes by reading it again): `Tuner.suggest`'s table. strategy: a
     `TunerStrategy` (None: the default, `BoosterStrategy()`)."""
-    check_booster_seed(seed, "seed")
+    check_booster_seed(seed)
     strategy = checked_strategy(strategy)
     measured = read_measured_state(measured_path)
     tuner = Tuner(graph, prior=prior, seed=seed, threads=threads, strategy=strategy)

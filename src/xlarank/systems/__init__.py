@@ -29,7 +29,7 @@ import pandas as pd
 
 from xlarank.data.collections import Collection
 from xlarank.data.graph import LayoutGraph, TileGraph
-from xlarank.errors import XlarankError, XlarankWarning
+from xlarank.errors import XlarankError, XlarankWarning, checked_type
 from xlarank.seeds import check_seed
 
 # One epoch's record: {"epoch": int, "train_loss": float, "valid_loss": float or None}.
@@ -192,6 +192,7 @@ def measured_target(graph: TileGraph | LayoutGraph, runtime: pd.Series) -> pd.Se
 
 def get_system(name: str) -> type[RankingSystem]:
     """The class of a system by its registry name."""
+    checked_type(name, str, "system", f"a system's name ({', '.join(SYSTEMS)})")
     try:
         module, cls = SYSTEMS[name].split(":")
     except KeyError:
@@ -209,7 +210,8 @@ def load_system(out_dir: str | Path) -> RankingSystem:
     from xlarank.files import read_structured
     from xlarank.rank.spec import check_seed
 
-    out_dir = Path(out_dir)
+    out_dir = Path(checked_type(out_dir, (str, os.PathLike), "load_system: out_dir",
+                                "a saved system's folder (str or Path)"))
     card = read_structured(out_dir / SYSTEM_FILE, "saved system card", XlarankError)
     try:
         name, seed, settings = card["system"], card["seed"], dict(card["settings"])
@@ -252,6 +254,8 @@ def rank_graph_with(system: str, graph, measured: pd.DataFrame, seed: int = 0,
     from xlarank.rank.measured import measured_table as as_table
 
     seed = check_seed(seed, "seed")
+    checked_type(system, str, "rank_graph_with: system",
+                 f"a system's name (xlarank, {', '.join(SYSTEMS)})")
     if system == "xlarank":
         return rank_graph(graph, measured, prior=prior, seed=seed, threads=threads)
     if prior is not None:

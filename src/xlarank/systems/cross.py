@@ -18,6 +18,7 @@ config.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ import numpy as np
 
 from xlarank.data.collections import Collection
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
-from xlarank.errors import XlarankError
+from xlarank.errors import ArgumentTypeError, XlarankError, checked_type
 from xlarank.evaluate import graph_headline
 from xlarank.systems import RankingSystem
 from xlarank.systems.inner import IN_GRAPH_MIN_GAIN, IN_GRAPH_PATIENCE
@@ -118,6 +119,16 @@ def fit_by_cross_validation(system: RankingSystem, files: Sequence[Path],
     on the same files: training is deterministic given the seed, so that is the kept
     checkpoint; without it the caller reads the kept checkpoint's ``held_scores`` only.
     """
+    checked_type(system, RankingSystem, "fit_by_cross_validation: system",
+                 "a system (xlarank.get_system(name)(...))")
+    if isinstance(files, str | os.PathLike) or not isinstance(files, Sequence):
+        raise ArgumentTypeError(f"fit_by_cross_validation: files: expected a list of npz "
+                                f"paths, got {type(files).__name__}")
+    for path in files:
+        checked_type(path, (str, os.PathLike), "fit_by_cross_validation: files",
+                     "a list of npz paths (str or Path)")
+    checked_type(collection, Collection, "fit_by_cross_validation: collection",
+                 "a Collection (xlarank.get_collection)")
     if system.epoch_setting is None:
         system.fit(list(files), collection)
         return CrossFit(system, fit_files=sorted(files))

@@ -11,8 +11,9 @@ an import as it reads the real dataset.
 from __future__ import annotations
 
 import json
+import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from xlarank.atomic import atomic_dir
@@ -25,7 +26,13 @@ from xlarank.data.xla.records import (
     configurable_nodes,
     read_records,
 )
-from xlarank.errors import BadGraphError, XlarankError, XlarankWarning
+from xlarank.errors import (
+    ArgumentTypeError,
+    BadGraphError,
+    XlarankError,
+    XlarankWarning,
+    checked_type,
+)
 from xlarank.outputs import Input, Output, check_outputs
 
 MANIFEST = "xlarank-import.json"
@@ -40,6 +47,15 @@ def import_records(sources: Sequence[str | Path], out_dir: str | Path, *,
     Every source is read and checked before anything is written, and the folder appears
     only when complete. Raises XlarankError naming the file at the first bad source.
     """
+    if isinstance(sources, str | os.PathLike) or not isinstance(sources, Iterable):
+        raise ArgumentTypeError(f"import_records: sources: expected a list of record or "
+                                f"dump paths, got {type(sources).__name__}")
+    sources = list(sources)
+    for source in sources:
+        checked_type(source, (str, os.PathLike), "import_records: sources",
+                     "a list of paths (str or Path)")
+    checked_type(out_dir, (str, os.PathLike), "import_records: out_dir",
+                 "a path (str or Path)")
     graphs: list[ImportedGraph] = []
     # Warnings wait for the import to succeed: a failed one says only its error.
     with warnings.catch_warnings(record=True) as caught:
