@@ -13,7 +13,8 @@ output (the working folder and the inputs are compared before and after; a cache
 the variable names is its own).
 
 Each run is a fresh process: the libraries read these variables when they load. The
-default run takes one value per variable (`Var.fast`); the whole table is marked slow.
+default run takes one value per variable (`Var.fast`), in `make test` only (a fresh
+process each, a third of `make test-fast`'s time); the whole table is marked slow.
 """
 
 from __future__ import annotations
@@ -209,6 +210,7 @@ def run(var: str, kind: str, inputs: dict[str, Path], tmp_path: Path) -> None:
     assert out.is_file() and out.stat().st_size > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("var, kind", FAST)
 def test_a_hostile_variable_works_or_is_one_error_line(var, kind, inputs, tmp_path):
     run(var, kind, inputs, tmp_path)

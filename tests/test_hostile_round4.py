@@ -108,6 +108,7 @@ def _forest_arrays(n_trees: int = 3):
     return HgbForest.from_estimator(estimator), x
 
 
+@pytest.mark.slow  # measures peak memory in a fresh process
 def test_a_model_npz_inflating_past_its_size_is_refused_before_inflating(tmp_path):
     """30 million nodes of zeros deflate to 1.7 MB; reading them took 3 GB before the
     structure check refused them."""

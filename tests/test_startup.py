@@ -80,6 +80,7 @@ def test_every_command_help_loads_typer_alone():
     assert after_commands(runs, HELP_START) == ([0] * len(runs), set())
 
 
+@pytest.mark.slow  # a fresh process per command
 @pytest.mark.parametrize("command, args, budget", [
     ("score", ["{missing}/in.npz", "--models", "{missing}/models", "--out",
                "{missing}/out.csv"], COMMAND_START),
@@ -105,6 +106,7 @@ def test_the_command_probe_catches_a_heavy_import():
     assert codes == [0] and loaded >= {"sklearn", "numpy"}
 
 
+@pytest.mark.slow  # a fresh process per model
 @pytest.mark.parametrize("model", ["lightgbm", "xgboost", "ensemble", "tile-xla"])
 def test_scoring_a_saved_booster_imports_no_booster_library(models, tiny_data, model):
     from xlarank.data.collections import COLLECTIONS, split_files
