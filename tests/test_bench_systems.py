@@ -19,6 +19,7 @@ try:
     import curves
     import epoch_cost
     import publish
+    import tile_kernels
     from render.systems import cross_graph
 finally:
     sys.path.remove(str(ROOT / "bench"))
@@ -271,3 +272,14 @@ def test_the_scale_part_projects_each_system_at_its_own_epochs():
         {"default": get_system("gru").defaults()["epochs"]}
     assert epoch_cost.authors_epochs("hybrid", "layout:xla:default", 61) == \
         {"default": get_system("hybrid").defaults()["gnn_epochs"]}
+
+
+def test_the_tile_kernels_bench_runs_random_beside_the_systems(tiny_data):
+    # random is the order to beat, not a registered system: nothing to look up for it.
+    files = sorted(str(p) for p in (tiny_data / "npz/tile/xla/train").glob("*.npz"))[:2]
+    got = tile_kernels.kernel_task({"system": "random", "files": files, "seeds": [0],
+                                    "threads": 1})
+    assert [run["seed"] for run in got["loko"]] == [0]
+    assert set(got["loko"][0]["per_kernel"]) == {Path(f).stem for f in files}
+    for kernel in got["loko"][0]["per_kernel"].values():
+        assert 0 <= kernel["slowdown_at_5"] <= 1
