@@ -266,3 +266,12 @@ def test_weights_that_name_no_family_or_twice_are_one_error_line(tiny_data, tmp_
     one_error_line(run("featurize", tiny_data, "--embedding", "gnn", *weights,
                        "--out-dir", tmp_path / "x"), needle)
     assert not (tmp_path / "x").exists()
+
+
+def test_verbose_train_prints_the_cards_training_record(trained, spec_dir, tmp_path):
+    frames = trained / "frames" / COLLECTIONS[0].slug
+    out = ok("train", frames / "train.parquet", "--spec", spec_dir / "lgbm.toml",
+             "--out", tmp_path / "m", "-v").output
+    shown = json.loads(out[out.index("{"):])
+    card = json.loads((tmp_path / "m" / "card.json").read_text())
+    assert shown == {k: card[k] for k in ("training_data", "train_seconds", "versions")}

@@ -15,7 +15,7 @@ TpuGraphs collection. The public API, each name with an example in docs/api.md:
 - the published systems: get_system, load_system, RankingSystem, rank_graph_with,
   fit_by_cross_validation;
 - errors: XlarankError and its kinds (BadGraphError, BadInputError, BadModelError,
-  MismatchError, SpecError, MeasuredError), XlarankWarning.
+  MismatchError, SpecError, MeasuredError, ArgumentTypeError), XlarankWarning.
 
 Each name is imported on first use, so ``import xlarank`` (and the CLI's start-up) stays
 cheap: numpy, pandas, Numba and the boosters load only where a command needs them.
@@ -106,6 +106,7 @@ _PUBLIC = {
     "MismatchError": "xlarank.errors",
     "SpecError": "xlarank.errors",
     "MeasuredError": "xlarank.rank.measured",
+    "ArgumentTypeError": "xlarank.errors",
     "XlarankWarning": "xlarank.errors",
 }
 

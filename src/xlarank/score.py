@@ -116,14 +116,13 @@ def ranked_configs(graph, ranker: Model) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(graph, str | os.PathLike):
         graph = load_graph(graph, configs=False)
     elif not isinstance(graph, TileGraph | LayoutGraph):
-        raise ArgumentTypeError(f"graph: expected an npz path or a graph from xlarank.load_graph, "
-                        f"got {type(graph).__name__}")
+        raise ArgumentTypeError(f"graph: expected an npz path or a graph from "
+                                f"xlarank.load_graph, got {type(graph).__name__}")
     if isinstance(ranker, str | os.PathLike):
         ranker = load_model(ranker)
     elif not (hasattr(ranker, "score") or hasattr(ranker, "predict")):
         raise ArgumentTypeError(f"ranker: expected a model from xlarank.load_model or its "
-                                f"directory, "
-                        f"got {type(ranker).__name__}")
+                                f"directory, got {type(ranker).__name__}")
     card = getattr(ranker, "card", None)
     if isinstance(card, dict) and "collection" in card:
         check_model_collection(graph, card["collection"])

@@ -25,7 +25,6 @@ import contextlib
 import os
 import re
 import stat
-import tempfile
 import time
 from pathlib import Path
 
@@ -102,6 +101,10 @@ def _uid() -> int:
 def _job_folders() -> list[Path]:
     """Where the pid files may go, in order: $XDG_RUNTIME_DIR's (private to the user), the
     temporary folder's, and ~/.cache's, for when a shared /tmp holds someone else's."""
+    # Here, not at the top: tempfile (with random and hashlib) is a tenth of what
+    # `xlarank --help` would import beside typer, and --help never starts a job.
+    import tempfile
+
     name = f"xlarank-jobs-{_uid()}"
     # The XDG spec: a relative path there is to be ignored (it would be the working
     # folder's, and the pid files would land among the user's files).

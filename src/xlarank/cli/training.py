@@ -3,7 +3,6 @@ spec's parameters)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -110,8 +109,8 @@ def train(
     console.print(f"trained {' + '.join(s.name for s in trained.specs)} on "
                   f"{trained.collection} ({card['training_data']['graphs']} graphs) -> {out_dir}")
     if ctx.obj["verbose"]:
-        console.print_json(json.dumps({k: card[k] for k in
-                                       ("training_data", "train_seconds", "versions")}))
+        console.print_json(data={k: card[k] for k in
+                                 ("training_data", "train_seconds", "versions")})
 
 @app.command()
 def tune(
