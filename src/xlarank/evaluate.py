@@ -17,15 +17,24 @@ import numpy as np
 import pandas as pd
 
 from xlarank.atomic import atomic_path, check_output
-from xlarank.data.collections import COLLECTIONS
+from xlarank.data.collections import COLLECTIONS, get_collection
 from xlarank.data.graph import TileGraph
-from xlarank.errors import MismatchError, XlarankError, XlarankWarning, checked_type
+from xlarank.errors import (
+    ArgumentTypeError,
+    MismatchError,
+    XlarankError,
+    XlarankWarning,
+    checked_type,
+)
 from xlarank.files import read_structured
 from xlarank.frame import group_sizes
 from xlarank.metrics import kendall_tau, ordered_pair_accuracy, slowdown_at
+from xlarank.seeds import check_booster_seed
 from xlarank.target import ranking_target
 
 TILE_KS = (1, 5, 10)
+# A frame's config_index column is int32: no config index is larger.
+MAX_CONFIG_INDEX = 2**31 - 1
 LAYOUT_KS = (1, 10, 100)
 # The headline metric's column name -> how tables and plots name it.
 HEADLINE_LABELS = {"score": "1 - slowdown@5", "kendall_tau": "Kendall tau"}
@@ -49,16 +58,34 @@ def graph_headline(graph, score: np.ndarray, runtime: np.ndarray | None = None) 
     float (n_configs,), higher is faster; runtime (n_configs,), the graph's own when
     None."""
     _check_graph(graph, "graph_headline")
-    runtime = graph.config_runtime if runtime is None else runtime
-    score = np.asarray(score, dtype=np.float64)
+    score = _numbers(score, "graph_headline: score")
+    runtime = graph.config_runtime if runtime is None else _numbers(
+        runtime, "graph_headline: runtime")
     if score.shape != (graph.n_configs,) or not np.isfinite(score).all():
         raise XlarankError(f"{graph.path}: scores must be {graph.n_configs} finite numbers, "
                            f"one per config (got shape {score.shape}"
                            f"{'' if np.isfinite(score).all() else ', not all finite'})")
+    if runtime.shape != (graph.n_configs,):
+        raise XlarankError(f"{graph.path}: runtimes must be {graph.n_configs} numbers, one "
+                           f"per config (got shape {runtime.shape})")
     if isinstance(graph, TileGraph):
         return 1.0 - slowdown_at(score, runtime / graph.config_runtime_normalizers, 5)
     value = kendall_tau(score, runtime)
     return 0.0 if np.isnan(value) else value
+
+
+def _numbers(values, what: str) -> np.ndarray:
+    """``values`` as float64; `ArgumentTypeError` naming ``what`` where they are not an
+    array of numbers (text, objects, integers past float64, ragged lists)."""
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError):
+        array = None
+    if array is None or array.dtype.kind not in "biuf":
+        raise ArgumentTypeError(f"{what}: expected an array of numbers, got "
+                                f"{type(values).__name__}"
+                                f"{'' if array is None else f' of {array.dtype}'}")
+    return array.astype(np.float64)
 
 
 class InGraphSplit:
@@ -119,7 +146,7 @@ def in_graph_split(graph, share: float, seed: int) -> InGraphSplit:
     _check_graph(graph, "in_graph_split")
     checked_type(share, (int, float, np.integer, np.floating), "in_graph_split: share",
                  "a number in (0, 1)")
-    checked_type(seed, (int, np.integer), "in_graph_split: seed", "a whole number >= 0")
+    seed = check_booster_seed(seed, "in_graph_split: seed")
     return InGraphSplit(graph, share, seed)
 
 
@@ -168,7 +195,45 @@ def load_eval_indices(path: str | Path) -> dict[str, list[int]]:
         if bad:
             raise XlarankError(f"{path}: graph {graph}: {bad[0]!r} is not a config index "
                                "(a whole number >= 0)")
+        past = [i for i in indices if i > MAX_CONFIG_INDEX]
+        if past:
+            raise XlarankError(f"{path}: graph {graph}: config index {past[0]} is out of "
+                               f"range (a frame's config indices stop at {MAX_CONFIG_INDEX})")
+        seen: set[int] = set()
+        twice = next((i for i in indices if i in seen or seen.add(i)), None)
+        if twice is not None:
+            raise XlarankError(f"{path}: graph {graph}: config index {twice} is listed "
+                               "more than once; each config is evaluated once")
     return {str(k): list(v) for k, v in raw.items()}
+
+
+def check_eval_indices(path: str | Path, eval_indices: dict[str, list[int]],
+                       frame: pd.DataFrame, dedup: bool = False) -> None:
+    """Refuse (XlarankError naming the eval indices file ``path`` and the graph) an index
+    that names no config of its graph in ``frame``, which holds every config of a graph
+    unless it is deduplicated (``dedup``): there a missing index may be a copy of a kept
+    config, and such indices are left out with an `XlarankWarning`."""
+    configs = pd.Series(frame["config_index"].to_numpy(np.int64),
+                        index=frame["graph_id"].to_numpy())
+    unknown: dict[str, int] = {}
+    for graph_id, held in configs.groupby(level=0, sort=False):
+        listed = eval_indices.get(str(graph_id))
+        if not listed:
+            continue
+        missing = np.setdiff1d(np.asarray(listed, np.int64), held.to_numpy())
+        if len(missing) and not dedup:
+            raise XlarankError(f"{path}: graph {graph_id}: config index {missing[0]} is out "
+                               f"of range (the frame holds its configs "
+                               f"{held.min()}..{held.max()})")
+        if len(missing):
+            unknown[str(graph_id)] = len(missing)
+    if unknown:
+        named = ", ".join(list(unknown)[:5]) + (f" and {len(unknown) - 5} more"
+                                               if len(unknown) > 5 else "")
+        warnings.warn(f"{path}: {sum(unknown.values())} listed config index(es) of "
+                      f"{len(unknown)} graph(s) name no config of the deduplicated frame "
+                      f"(copies of kept configs, or out of range), left out: {named}",
+                      XlarankWarning, stacklevel=2)
 
 
 def per_graph_metrics(frame: pd.DataFrame, score: np.ndarray, is_tile: bool,
@@ -177,8 +242,9 @@ def per_graph_metrics(frame: pd.DataFrame, score: np.ndarray, is_tile: bool,
     """One row per graph: its configs, Kendall tau, OPA and slowdown@K (tile: and score).
 
     ``eval_indices`` restricts a listed graph to those config indices; a graph of which
-    they keep no config is left out with an `XlarankWarning` naming it. A frame without
-    runtimes (a test split) is refused; ``where`` names the frame in messages.
+    they keep fewer than 2 configs (no order to measure) is left out with an
+    `XlarankWarning` naming it, and if that leaves no graph it is an XlarankError. A frame
+    without runtimes (a test split) is refused; ``where`` names the frame in messages.
     """
     if not (frame["runtime"].to_numpy() > 0).any():
         raise XlarankError(f"{where}: the frame has no runtimes (all zero: a test split?); "
@@ -199,11 +265,11 @@ def per_graph_metrics(frame: pd.DataFrame, score: np.ndarray, is_tile: bool,
         start += size
         graph_id, s, t = ids[sl.start], score[sl], target[sl]
         if eval_indices and graph_id in eval_indices:
-            keep = np.isin(configs[sl], eval_indices[graph_id])
+            keep = np.isin(configs[sl], np.asarray(eval_indices[graph_id], np.int64))
             s, t = s[keep], t[keep]
-        if len(t) == 0:
-            emptied.append(str(graph_id))
-            continue
+            if len(t) < 2:
+                emptied.append(str(graph_id))
+                continue
         row = {"graph_id": graph_id, "configs": len(t), "kendall_tau": kendall_tau(s, t),
                "opa": ordered_pair_accuracy(s, t)}
         for k in TILE_KS if is_tile else LAYOUT_KS:
@@ -214,9 +280,12 @@ def per_graph_metrics(frame: pd.DataFrame, score: np.ndarray, is_tile: bool,
     if emptied:
         named = ", ".join(emptied[:5]) + (f" and {len(emptied) - 5} more" if len(emptied) > 5
                                           else "")
-        warnings.warn(f"{where}: the eval indices keep none of the configs of "
-                      f"{len(emptied)} graph(s), left out of the means: {named}",
-                      XlarankWarning, stacklevel=2)
+        if not rows:
+            raise XlarankError(f"{where}: the eval indices keep fewer than 2 configs of "
+                               f"every graph ({named}); no order is left to evaluate")
+        warnings.warn(f"{where}: the eval indices keep fewer than 2 configs (no order to "
+                      f"evaluate) of {len(emptied)} graph(s), left out of the means: "
+                      f"{named}", XlarankWarning, stacklevel=2)
     return pd.DataFrame(rows)
 
 
@@ -292,6 +361,14 @@ def _summary_record(path: Path) -> dict:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise XlarankError(f"{path}: summary's headline metric {headline_name!r} is not a "
                            "number")
+    if not np.isfinite(value):
+        raise XlarankError(f"{path}: summary's headline metric {headline_name!r} is "
+                           f"{value}, not a finite number: the run has no score to compare; "
+                           "evaluate it again or move the file out")
+    try:
+        record["collection"] = get_collection(record["collection"]).id
+    except XlarankError as exc:
+        raise XlarankError(f"{path}: summary names an {exc}") from None
     return record
 
 

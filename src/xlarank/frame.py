@@ -247,15 +247,29 @@ def check_columns(where: str, meta: FrameMeta, frame: pd.DataFrame) -> None:
                                "expected numbers")
 
 
-def check_rows(path: str | Path, graph_ids: np.ndarray, runtime: np.ndarray) -> None:
+# Runtimes and normalizers are compared as float64 (`xlarank.target.ranking_target`),
+# which holds every whole number up to 2^53 exactly; above it distinct runtimes tie.
+MAX_EXACT_RUNTIME = 2**53
+
+
+def check_rows(path: str | Path, graph_ids: np.ndarray, runtime: np.ndarray,
+               normalizer: np.ndarray | None = None,
+               config_index: np.ndarray | None = None) -> None:
     """Refuse (XlarankError naming the frame, and the graph and row at fault) a frame with
-    no rows, rows not contiguous per graph, or runtimes that no measurement gives: NaN,
-    infinite or negative anywhere, zero in a labelled frame (one with any runtime). A
-    test split's runtimes are all zero."""
+    no rows, an empty graph_id, rows not contiguous per graph, runtimes that no
+    measurement gives (NaN, infinite, negative or past 2^53 anywhere, zero in a labelled
+    frame: one with any runtime), normalizers (when given) that are not positive
+    numbers up to 2^53 in a labelled frame, or config indices (when given) negative or
+    twice in a graph. A
+    test split's runtimes (and a tile test split's normalizers) are all zero."""
     import pandas as pd
 
     if len(graph_ids) == 0:
         raise XlarankError(f"{path}: the frame has no rows")
+    empty = np.flatnonzero(pd.isna(graph_ids) | (graph_ids == ""))
+    if len(empty):
+        raise XlarankError(f"{path}: row {int(empty[0])}: graph_id is empty; every row "
+                           "names its graph (featurize again)")
     starts = np.flatnonzero(np.r_[True, graph_ids[1:] != graph_ids[:-1]])
     if len(starts) != len(pd.unique(graph_ids)):
         seen: set = set()
@@ -265,14 +279,84 @@ def check_rows(path: str | Path, graph_ids: np.ndarray, runtime: np.ndarray) -> 
                                    f"{graph_ids[start]} starts again at row {start}")
             seen.add(graph_ids[start])
     runtime = np.asarray(runtime, dtype=np.float64)
-    bad = ~np.isfinite(runtime) | (runtime < 0)
-    if (runtime > 0).any():
+    labelled = bool((runtime > 0).any())
+    bad = ~np.isfinite(runtime) | (runtime < 0) | (runtime > MAX_EXACT_RUNTIME)
+    if labelled:
         bad |= runtime == 0
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         raise XlarankError(f"{path}: row {row} (graph {graph_ids[row]}): runtime "
-                           f"{runtime[row]:g} is not a positive number, in a labelled frame; "
-                           "featurize again")
+                           f"{runtime[row]:g} is not a positive number up to 2^53, in a "
+                           "labelled frame; featurize again")
+    if normalizer is not None and labelled:
+        normalizer = np.asarray(normalizer, dtype=np.float64)
+        bad = ~(normalizer > 0) | ~np.isfinite(normalizer) | (normalizer > MAX_EXACT_RUNTIME)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise XlarankError(f"{path}: row {row} (graph {graph_ids[row]}): normalizer "
+                               f"{normalizer[row]:g} is not a positive number up to 2^53, "
+                               "in a labelled frame (runtime / normalizer is what a tile "
+                               "graph ranks); featurize again")
+    if config_index is not None:
+        config_index = np.asarray(config_index)
+        bad = np.flatnonzero(pd.isna(config_index) | (config_index < 0))
+        if len(bad):
+            row = int(bad[0])
+            raise XlarankError(f"{path}: row {row} (graph {graph_ids[row]}): config_index "
+                               f"{config_index[row]} is not a config index (a whole number "
+                               ">= 0); featurize again")
+        graph_of = np.cumsum(np.r_[True, graph_ids[1:] != graph_ids[:-1]]) - 1
+        pairs = graph_of.astype(np.int64) << 32 | config_index.astype(np.int64)
+        order = np.argsort(pairs, kind="stable")
+        twice = np.flatnonzero(pairs[order][1:] == pairs[order][:-1])
+        if len(twice):
+            row = int(order[twice[0] + 1])
+            raise XlarankError(f"{path}: row {row} (graph {graph_ids[row]}): config_index "
+                               f"{config_index[row]} appears more than once in the graph; "
+                               "each config is one row (featurize again)")
+
+
+def check_row_groups(path: str | Path, row_groups: int, graphs: int) -> None:
+    """Refuse (XlarankError naming the frame) a frame of more row groups than graphs:
+    `write_frame` writes whole graphs per row group, and reading a file of many tiny row
+    groups (one per row) takes memory out of all proportion to its size."""
+    if row_groups > graphs:
+        raise XlarankError(f"{path}: {row_groups} row groups for {graphs} graph(s); a frame "
+                           "holds whole graphs per row group, and one of this many tiny "
+                           "row groups would take memory far past its size to read; "
+                           "featurize again (or rewrite it with one row group per graph "
+                           "or more)")
+
+
+# A parquet footer (the metadata of every column chunk of every row group) takes about
+# ten times its bytes to parse. `write_frame`'s row groups of many rows keep it a small
+# share of the file; a footer past both bounds is one of thousands of tiny row groups.
+FOOTER_BYTES_FLOOR = 8 << 20
+FOOTER_SHARE = 0.25
+
+
+def check_footer(path: str | Path, local: Path) -> None:
+    """Refuse (XlarankError naming the frame), before pyarrow parses it, a parquet footer
+    larger than `FOOTER_BYTES_FLOOR` and than `FOOTER_SHARE` of the file: a file of many
+    tiny row groups, whose metadata alone would take memory far past the file's size (a
+    4,000-row frame of 1-row groups took gigabytes and aborted). A file too short to
+    have a footer is left to pyarrow's own error."""
+    try:
+        with open(local, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size < 12:
+                return
+            handle.seek(size - 8)
+            tail = handle.read(8)
+    except OSError:
+        return  # pyarrow names the fault
+    footer = int.from_bytes(tail[:4], "little")
+    if tail[4:] == b"PAR1" and footer > max(FOOTER_BYTES_FLOOR, FOOTER_SHARE * size):
+        raise XlarankError(f"{path}: parquet footer of {footer:,} bytes in a file of "
+                           f"{size:,}: a frame of far more row groups than its graphs "
+                           "warrant, whose metadata alone would take memory far past the "
+                           "file's size to read; featurize again (a frame holds whole "
+                           "graphs per row group)")
 
 
 def read_meta(path: str | Path) -> FrameMeta:
@@ -282,6 +366,7 @@ def read_meta(path: str | Path) -> FrameMeta:
     local = input_path(path)
     if os.path.exists(local):
         regular_file(path, "frame")
+        check_footer(path, local)
     try:
         parquet_meta = pq.read_metadata(local)
         schema = parquet_meta.schema.to_arrow_schema()
@@ -306,19 +391,26 @@ def read_meta(path: str | Path) -> FrameMeta:
 
 
 def read_keys(path: str | Path) -> pa.Table:
-    """The graph_id and runtime columns of a checked frame (`read_meta` first), after
-    `check_rows`."""
-    keys = pq.read_table(input_path(path), columns=["runtime", "graph_id"])
-    check_rows(path, keys["graph_id"].to_numpy(), keys["runtime"].to_numpy())
+    """The graph_id, runtime, normalizer and config_index columns of a checked frame
+    (`read_meta` first), after `check_rows` and `check_row_groups`."""
+    parquet = pq.ParquetFile(input_path(path))
+    keys = parquet.read(columns=["runtime", "graph_id", "normalizer", "config_index"])
+    graph_ids = keys["graph_id"].to_numpy()
+    check_rows(path, graph_ids, keys["runtime"].to_numpy(zero_copy_only=False),
+               keys["normalizer"].to_numpy(zero_copy_only=False),
+               keys["config_index"].to_numpy(zero_copy_only=False))
+    graphs = int(np.count_nonzero(graph_ids[1:] != graph_ids[:-1])) + 1
+    check_row_groups(path, parquet.metadata.num_row_groups, graphs)
     return keys
 
 
 def read_frame(path: str | Path) -> tuple[pd.DataFrame, FrameMeta]:
     """A frame's rows and metadata; rows stay contiguous per graph, in file order. The
-    metadata, columns and rows are checked (`read_meta`, `check_rows`)."""
+    metadata, columns, rows and row groups are checked (`read_meta`, `read_keys`) before
+    the feature columns are read."""
     meta = read_meta(path)
+    read_keys(path)
     frame = pq.read_table(input_path(path)).to_pandas()
-    check_rows(path, frame["graph_id"].to_numpy(), frame["runtime"].to_numpy())
     return frame, meta
 
 

@@ -38,6 +38,7 @@ from xlarank.errors import (
 )
 from xlarank.evaluate import (
     SUMMARY_SUFFIX,
+    check_eval_indices,
     check_scores,
     headline_metric,
     load_eval_indices,
@@ -112,7 +113,10 @@ def ranked_configs(graph, ranker: Model) -> tuple[np.ndarray, np.ndarray]:
     ranker: a model (`load_model`) or its directory, or anything with ``score(graph)``
     giving float64 (n_configs,), higher is faster (a fitted `xlarank.systems` system).
     A model of another collection than the graph's (as ``xlarank score`` refuses it) is
-    a `MismatchError`; arguments of other types an `ArgumentTypeError`."""
+    a `MismatchError`; arguments of other types an `ArgumentTypeError`. A layout graph of
+    no configurable nodes (its configs are all one) is an XlarankError, as rank-graph
+    refuses it; a layout graph's configs all equal in every raw column an
+    `XlarankWarning` (their order is the file's, arbitrary)."""
     if isinstance(graph, str | os.PathLike):
         graph = load_graph(graph, configs=False)
     elif not isinstance(graph, TileGraph | LayoutGraph):
@@ -126,6 +130,10 @@ def ranked_configs(graph, ranker: Model) -> tuple[np.ndarray, np.ndarray]:
     card = getattr(ranker, "card", None)
     if isinstance(card, dict) and "collection" in card:
         check_model_collection(graph, card["collection"])
+    if isinstance(graph, LayoutGraph) and graph.n_configurable == 0 and graph.n_configs > 1:
+        raise XlarankError(f"{graph.path}: the graph has no configurable nodes "
+                           "(node_config_ids is empty): its configs are all one, nothing "
+                           "to rank")
     if hasattr(ranker, "score"):
         score = np.asarray(ranker.score(graph), dtype=np.float64)
         check_scores(score, None, str(graph.path), lambda: config_columns(graph))
@@ -134,6 +142,13 @@ def ranked_configs(graph, ranker: Model) -> tuple[np.ndarray, np.ndarray]:
         score = ranker.predict(rows)
         check_scores(score, None, str(graph.path),
                      lambda: rows[ranker.feature_names].to_numpy(np.float64))
+    # A tile kernel's configs can all be alike in the official release (a test file of 32
+    # equal configs): any order is right there, and a warning on each submission noise.
+    if isinstance(graph, LayoutGraph) and len(score) > 1 and (score == score[0]).all() and len(
+            np.unique(config_columns(graph), axis=0)) == 1:
+        warnings.warn(f"{graph.path}: its {len(score)} configs are all equal (every raw "
+                      "config column the same): they score one, and their order is the "
+                      "file's, an arbitrary ranking", XlarankWarning, stacklevel=2)
     order = np.argsort(-score, kind="stable")
     return order.astype(np.int64), score[order]
 
@@ -377,8 +392,14 @@ def evaluate_model(frame_path: str | Path, model_dir: str | Path | None, seed: i
     else:
         scores = random_scores(table, seed)
     indices = load_eval_indices(eval_indices) if eval_indices else None
+    if indices is not None:
+        check_eval_indices(eval_indices, indices, table, meta.dedup)
     per_graph = per_graph_metrics(table, scores, is_tile, indices, where=str(frame_path))
     summary = summarize(per_graph)
+    if not np.isfinite(summary.get(headline_metric(is_tile), np.nan)):
+        warnings.warn(f"{frame_path}: no graph has a defined {headline_metric(is_tile)} "
+                      "(every graph's runtimes or scores are constant): the headline is "
+                      "NaN, and compare refuses the summary", XlarankWarning, stacklevel=2)
     run = name or (model_dir.parent.name if model_dir is not None else "random")
     record = {"run": run, "collection": meta.collection, "split": meta.split,
               "frame": str(frame_path), "model": str(model_dir) if model_dir else None,

@@ -12,11 +12,26 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from xlarank.errors import XlarankError
+
 
 def ranking_target(frame: pd.DataFrame, is_tile: bool) -> np.ndarray:
     """float64 (n_rows,): what is ranked, smaller is better.
 
     Tile: runtime / normalizer. Layout: the runtime itself (exact in float64 below 2^53 ns).
+    A tile normalizer that is not a positive number (which `xlarank.frame.check_rows`
+    refuses in a frame file) is an XlarankError naming the graph, never a NaN target.
     """
     runtime = frame["runtime"].to_numpy(dtype=np.float64)
-    return runtime / frame["normalizer"].to_numpy(dtype=np.float64) if is_tile else runtime
+    if not is_tile:
+        return runtime
+    normalizer = frame["normalizer"].to_numpy(dtype=np.float64)
+    bad = ~(normalizer > 0) | ~np.isfinite(normalizer)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        where = (f"graph {frame['graph_id'].iloc[row]}" if "graph_id" in frame.columns
+                 else f"row {row}")
+        raise XlarankError(f"{where}: normalizer "
+                           f"{normalizer[row]:g} is not a positive number; the tile target "
+                           "runtime / normalizer needs one (featurize again)")
+    return runtime / normalizer
