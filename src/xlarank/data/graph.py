@@ -2,7 +2,9 @@
 
 Every array keeps the real files' dtype (FORMAT.md), except a layout file's
 ``node_config_feat``: its values are small integers (-1..5), held as int8, which is four
-times smaller than the float32 on disk.
+times smaller than the float32 on disk. A tile file's ``config_feat`` values lie in
+`TILE_CONFIG_RANGE` (0 to 2^40: sizes of dimensions, their sums and products); a value
+outside it is refused, naming the file, the config and the column.
 """
 
 from __future__ import annotations
@@ -287,6 +289,22 @@ def _check_acyclic(path: Path, edges: np.ndarray, n: int) -> None:
         _fail(path, f"edge_index: row {edge} [{u}, {v}] {what}; the graph must be acyclic")
 
 
+# The range of every tile config_feat value (FORMAT.md: kernel, output and input bounds,
+# each 6 dimension sizes, their sum and their product; unused dimensions 0): 0 to 2^40.
+# Sizes are never negative; the real samples peak at 2,400 (a product; a synthetic
+# product reaches 3,276,800), and a product of six real dimensions stays far below 2^40,
+# while values near float32's limit (3.4e38) overflow the featurizers' arithmetic.
+TILE_CONFIG_RANGE = (0, 1 << 40)
+_TILE_CONFIG_PARTS = ("kernel", "output", "input")
+
+
+def _tile_config_column(column: int) -> str:
+    """What tile config_feat ``column`` (0..23) holds, in FORMAT.md's words."""
+    part, within = _TILE_CONFIG_PARTS[column // 8], column % 8
+    what = {6: "sum", 7: "product"}.get(within, f"dimension {within}")
+    return f"{part} bounds, {what}"
+
+
 def _check_tile(path: Path, a: dict[str, np.ndarray], c: int) -> dict[str, np.ndarray]:
     config_feat = a["config_feat"]
     if config_feat.shape != (c, N_TILE_CONFIG_FEATURES):
@@ -294,6 +312,13 @@ def _check_tile(path: Path, a: dict[str, np.ndarray], c: int) -> dict[str, np.nd
                     f"{N_TILE_CONFIG_FEATURES}) to match config_runtime")
     if config_feat.dtype.kind not in "fiu" or not np.all(np.isfinite(config_feat)):
         _fail(path, "config_feat: holds NaN, infinite or non-numeric values")
+    outside = (config_feat < TILE_CONFIG_RANGE[0]) | (config_feat > TILE_CONFIG_RANGE[1])
+    if outside.any():
+        row, column = (int(i) for i in np.argwhere(outside)[0])
+        _fail(path, f"config_feat: column {column} ({_tile_config_column(column)}) of config "
+                    f"{row} is {float(config_feat[row, column]):g}, outside "
+                    f"{TILE_CONFIG_RANGE[0]}..{TILE_CONFIG_RANGE[1]:,} (tile bounds are sizes "
+                    "of dimensions, their sums and products: FORMAT.md)")
     norm = a["config_runtime_normalizers"]
     if norm.shape != (c,):
         _fail(path, f"config_runtime_normalizers: shape {norm.shape}, expected ({c},)")

@@ -175,8 +175,8 @@ def check_measured(measured: pd.DataFrame, where: str = "measured") -> pd.DataFr
         if int((measured.columns == name).sum()) > 1:
             raise MeasuredError(f"{where}: column {name!r} appears more than once in the "
                                 "header; give each column once")
-    index = pd.to_numeric(measured["config_index"], errors="coerce").to_numpy(np.float64)
-    runtime = pd.to_numeric(measured["runtime"], errors="coerce").to_numpy(np.float64)
+    index = _numbers(measured["config_index"])
+    runtime = _numbers(measured["runtime"])
     # Past 2^53 a float index is no longer whole-number exact (and past 2^63 the cast
     # below would wrap): no graph has that many configs.
     bad_index = (~np.isfinite(index) | (index != np.round(index)) | (index < 0)
@@ -192,14 +192,49 @@ def check_measured(measured: pd.DataFrame, where: str = "measured") -> pd.DataFr
     return pd.DataFrame({"config_index": index.astype(np.int64), "runtime": runtime})
 
 
+def _numbers(column: pd.Series) -> np.ndarray:
+    """float64 (n,) of one measured column: NaN where a value is no real number (text
+    that is none, a complex number with an imaginary part, any other object), infinite
+    where it is past the float64 range (a Python int of 400 digits), for
+    `check_measured` to refuse by row."""
+    try:
+        values = pd.to_numeric(column, errors="coerce")
+    except (OverflowError, TypeError, ValueError):
+        # One value past float64 fails the whole column: each is read alone.
+        return np.array([_number(value) for value in column], np.float64)
+    if values.dtype.kind == "c":
+        # A complex runtime is no runtime: its imaginary part would be dropped silently.
+        values = np.asarray(values)
+        return np.where(values.imag == 0, values.real, np.nan)
+    return pd.Series(values).to_numpy(np.float64, na_value=np.nan)
+
+
+def _number(value) -> float:
+    """One value of a column `_numbers` could not read whole: infinite for a whole number
+    past float64, NaN for anything else it cannot read."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            return np.inf
+    try:
+        number = pd.to_numeric(pd.Series([value], dtype=object), errors="coerce")
+    except (OverflowError, TypeError, ValueError):
+        return np.nan
+    return float(number.iloc[0]) if number.dtype.kind in "fiub" else np.nan
+
+
 # An error echoes at most this much of one value (a row can hold megabytes).
 _SHOWN_CHARS = 40
 
 
 def _short(value) -> object:
-    """``value`` as an error shows it: text past `_SHOWN_CHARS` characters cut, with "..."."""
+    """``value`` as an error shows it: text (or any other value's repr, such as a whole
+    number of 400 digits) past `_SHOWN_CHARS` characters cut, with "..."."""
     if isinstance(value, str) and len(value) > _SHOWN_CHARS:
         return value[:_SHOWN_CHARS] + "..."
+    if not isinstance(value, str) and len(shown := repr(value)) > _SHOWN_CHARS:
+        return shown[:_SHOWN_CHARS] + "..."
     return value
 
 

@@ -91,42 +91,50 @@ class TunerStrategy(ABC):
         distinct config indexed by its id (sorted), at least two distinct runtimes."""
 
 
-def _check_numbers(strategy, numbers: dict, integers: dict) -> None:
-    """XlarankError unless every setting is a number (not a bool) and finite."""
-    for name, value in {**integers, **numbers}.items():
-        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
-            raise XlarankError(f"{strategy}: {name} must be a number, got "
-                               f"{type(value).__name__}")
-    # NaN fails every comparison, so each range is stated as what must hold.
-    bad = [name for name, value in numbers.items() if not np.isfinite(value)]
-    if bad:
-        raise XlarankError(f"{strategy}: {', '.join(bad)} must be finite numbers")
-
-
 def _range_text(low, high, whole: bool, open_low: bool = False) -> str:
     if whole:
         return f"a whole number in {low}..{high}"
     return f"a number in {'(' if open_low else '['}{low:g}, {high:g}]"
 
 
-def _check_ranges(strategy) -> None:
-    """XlarankError naming the first numeric setting outside its documented range
-    (``SETTING_RANGES``: name -> (low, high, whole number?, low excluded?)). The upper
-    bounds keep one batch to seconds: a million bootstraps or XGBoost rounds fitted on
-    every batch ran on for minutes."""
-    ranges = type(strategy).SETTING_RANGES
-    numbers = {name: getattr(strategy, name) for name, (*_, whole, _o) in ranges.items()
-               if not whole}
-    integers = {name: getattr(strategy, name) for name, (*_, whole, _o) in ranges.items()
-                if whole}
-    _check_numbers(strategy, numbers, integers)
-    for name, (low, high, whole, open_low) in ranges.items():
-        value = getattr(strategy, name)
+def check_ranges(owner: str, values: Mapping, ranges: Mapping) -> dict:
+    """The numeric settings ``values`` (name -> value), each inside its documented range
+    (``ranges``: name -> (low, high, whole number?, low excluded?)), as Python numbers:
+    an int for a whole-number setting (8.0 reads as 8), a float otherwise. Raises
+    `ArgumentTypeError` for a value that is no number (a bool is none), and XlarankError
+    naming ``owner`` and the first setting that is not finite or lies outside its range.
+    The one range check of settings: the tuner's strategies (`SETTING_RANGES`) and the
+    ranking systems (`xlarank.systems.RankingSystem.SETTING_RANGES`) state theirs so."""
+    checked = {}
+    for name, value in values.items():
+        low, high, whole, open_low = ranges[name]
+        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+            raise ArgumentTypeError(f"{owner}: {name} must be a number, got "
+                                    f"{type(value).__name__}")
+        if isinstance(value, np.number):
+            value = value.item()
+        if isinstance(value, complex):
+            raise ArgumentTypeError(f"{owner}: {name} must be a real number, got complex")
+        # NaN fails every comparison, so each range is stated as what must hold.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise XlarankError(f"{owner}: {name} must be finite, got {value}")
         inside = (low < value if open_low else low <= value) and value <= high
-        if not inside or (whole and not float(value).is_integer()):
-            shown = f"{value:g}" if isinstance(value, float | np.floating) else f"{value}"
-            raise XlarankError(f"{strategy}: {name}={shown[:40]} is outside its range; "
+        if not inside or (whole and isinstance(value, float) and not value.is_integer()):
+            shown = f"{value:g}" if isinstance(value, float) else f"{value}"
+            raise XlarankError(f"{owner}: {name}={shown[:40]} is outside its range; "
                                f"{name} is {_range_text(low, high, whole, open_low)}")
+        checked[name] = int(value) if whole else float(value)
+    return checked
+
+
+def _check_ranges(strategy) -> None:
+    """`check_ranges` of a strategy's ``SETTING_RANGES``. The upper bounds keep one batch
+    to seconds: a million bootstraps or XGBoost rounds fitted on every batch ran on for
+    minutes."""
+    ranges = type(strategy).SETTING_RANGES
+    # Named as the user names it (--strategy NAME), not by the dataclass's long repr.
+    check_ranges(f"strategy {strategy.name or type(strategy).__name__}",
+                 {name: getattr(strategy, name) for name in ranges}, ranges)
 
 
 @dataclass(frozen=True)

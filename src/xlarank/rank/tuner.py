@@ -67,6 +67,7 @@ from xlarank.rank.measured import (
     config_columns,
     distinct_configs,
     group_medians,
+    measured_table,
     read_measured_state,
     varying_columns,
 )
@@ -152,10 +153,17 @@ class Tuner:
 
     def tell(self, config_indices, runtimes) -> None:
         """Record measurements: config_indices int (n,), runtimes float (n,) in ns; a
-        config may be told more than once (its median counts)."""
-        table = pd.DataFrame({"config_index": np.atleast_1d(np.asarray(config_indices)),
-                              "runtime": np.atleast_1d(np.asarray(runtimes))})
-        self.tell_table(table)
+        config may be told more than once (its median counts). `MeasuredError` for
+        columns of two lengths, or of more than one dimension, as `rank_graph` refuses
+        such a dict of columns (`measured_table`)."""
+        try:
+            columns = {"config_index": np.atleast_1d(np.asarray(config_indices)),
+                       "runtime": np.atleast_1d(np.asarray(runtimes))}
+        except (ValueError, TypeError) as exc:
+            # Nested lists of unequal lengths make no array.
+            raise MeasuredError(f"measured: config indices and runtimes must each be a "
+                                f"flat sequence of numbers ({exc})") from None
+        self.tell_table(measured_table(columns))
 
     def tell_table(self, measured: pd.DataFrame, where: str = "measured") -> None:
         """Record a table of measurements (columns config_index, runtime)."""

@@ -23,6 +23,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -45,6 +46,16 @@ SYSTEMS = {
     "competition-gnn": "xlarank.systems.competition_gnn:CompetitionGnn",
 }
 SYSTEM_FILE = "system.json"
+# Bounds the systems' settings share (`RankingSystem.SETTING_RANGES`): far past every
+# official setting (the competition's 1,000 epochs and 100,000 tile steps, the in-graph
+# rule's 1,500 steps; a graph has up to ~100,000 configs), yet loops that end.
+MOST_EPOCHS = 100_000
+MOST_STEPS = 10_000_000
+MOST_CONFIGS = 10_000_000
+# A learning rate: a number in (0, 10].
+LEARNING_RATE = (0.0, 10.0, False, True)
+# A learning-rate grid holds 1 to this many rates.
+MOST_RATES = 16
 # Bump when a saved system's layout or settings change; a newer one is refused.
 SYSTEM_FORMAT = 1
 
@@ -60,6 +71,14 @@ class RankingSystem(ABC):
     """
 
     name: str = ""
+    # Numeric settings: name -> (low, high, whole number?, low excluded?), checked when the
+    # system is made, and so when one is loaded (`check_settings`); a setting whose
+    # default is None (its collection's official value) may be left None. FLAG_SETTINGS
+    # are True or False; GRID_SETTINGS are learning-rate grids (1 to `MOST_RATES` rates,
+    # each in `LEARNING_RATE`).
+    SETTING_RANGES: ClassVar[dict] = {}
+    FLAG_SETTINGS: ClassVar[tuple] = ()
+    GRID_SETTINGS: ClassVar[tuple] = ()
     # The setting that counts a cross-graph fit's epochs (None: a system without training
     # steps, fitted at once); the cross-graph rule (`xlarank.systems.cross`) sets it.
     epoch_setting: str | None = None
@@ -67,11 +86,11 @@ class RankingSystem(ABC):
     def __init__(self, seed: int = 0, threads: int | None = None, **settings):
         self.seed = seed
         self.threads = threads
-        self.overrides = dict(settings)
         unknown = set(settings) - set(self.defaults())
         if unknown:
             raise XlarankError(f"system {self.name}: unknown settings {sorted(unknown)}; "
                                f"known: {sorted(self.defaults())}")
+        self.overrides = check_settings(self, dict(settings))
         self.history_: list[dict] = []
 
     @classmethod
@@ -167,6 +186,51 @@ class RankingSystem(ABC):
         raise XlarankError(f"system {self.name} cannot be loaded")
 
 
+def check_settings(system: RankingSystem, settings: dict) -> dict:
+    """``settings`` (a system's overrides), each of its kind and range: the numbers of
+    ``SETTING_RANGES`` by `xlarank.rank.strategies.check_ranges` (the one range check of
+    settings; whole numbers come back as ints), ``FLAG_SETTINGS`` True or False,
+    ``GRID_SETTINGS`` lists of learning rates; a setting whose default is None may be
+    None. Raises XlarankError (`ArgumentTypeError` for a value of the wrong type)."""
+    from xlarank.rank.strategies import check_ranges
+
+    cls, owner = type(system), f"system {system.name}"
+    defaults = system.defaults()
+    given = {name: value for name, value in settings.items()
+             if not (value is None and defaults.get(name) is None)}
+    numbers = {name: given[name] for name in cls.SETTING_RANGES if name in given}
+    checked = {**settings, **check_ranges(owner, numbers, cls.SETTING_RANGES)}
+    for name in cls.FLAG_SETTINGS:
+        if name in given:
+            checked_type(given[name], bool, f"{owner}: {name}", "True or False")
+    for name in cls.GRID_SETTINGS:
+        if name not in given:
+            continue
+        grid = checked_type(given[name], (list, tuple), f"{owner}: {name}",
+                            "a list of learning rates")
+        if not 1 <= len(grid) <= MOST_RATES:
+            raise XlarankError(f"{owner}: {name} holds {len(grid)} learning rates; give "
+                               f"1 to {MOST_RATES}")
+        rates = {f"{name}[{i}]": rate for i, rate in enumerate(grid)}
+        checked[name] = type(grid)(check_ranges(
+            owner, rates, dict.fromkeys(rates, LEARNING_RATE)).values())
+    return checked
+
+
+def checked_scores(system: RankingSystem, graph: TileGraph | LayoutGraph,
+                   score: np.ndarray) -> np.ndarray:
+    """``score`` (float64 (n_configs,), a system's `RankingSystem.score` of ``graph``)
+    once `xlarank.evaluate.check_scores` passes it: NaN or infinite scores are refused
+    (`BadModelError`), one score for configs that differ is warned about."""
+    from xlarank.data.distinct import config_columns
+    from xlarank.evaluate import check_scores
+
+    score = np.asarray(score, np.float64)
+    check_scores(score, None, f"system {system.name} on {graph.path}",
+                 lambda: config_columns(graph))
+    return score
+
+
 def check_scorable(system: RankingSystem, graph: TileGraph | LayoutGraph) -> None:
     """Refuse scoring before a fit (no ``params_``), or a graph of the other kind than the
     one the system was trained on (``kind_``: "tile" or "layout")."""
@@ -235,7 +299,11 @@ def load_system(out_dir: str | Path) -> RankingSystem:
         raise XlarankError(f"{out_dir}: system {name} saved with settings this xlarank "
                            f"does not know ({', '.join(map(str, unknown))}); known: "
                            f"{', '.join(sorted(cls.defaults()))}: saved by another xlarank?")
-    system = cls(seed=seed, **settings)
+    try:
+        # Each setting of its kind and range, as when the system is made.
+        system = cls(seed=seed, **settings)
+    except XlarankError as exc:
+        raise XlarankError(f"{out_dir / SYSTEM_FILE}: {exc}") from None
     history = card.get("history", [])
     system.history_ = list(history) if isinstance(history, list) else []
     system._load(out_dir)

@@ -5,6 +5,7 @@ that ``xlarank rank-graph`` and bench/systems.py share)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,10 +15,10 @@ import pandas as pd
 from xlarank.data.collections import Collection
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.data.origin import files_origin
-from xlarank.errors import XlarankError
+from xlarank.errors import SpecError, XlarankError, checked_type
 from xlarank.features import featurize_graph, load_feature_spec
 from xlarank.frame import FrameMeta
-from xlarank.systems import EpochCallback, RankingSystem
+from xlarank.systems import EpochCallback, RankingSystem, checked_scores
 
 
 def graphs_frame(files: Sequence[Path], collection: Collection, spec) -> tuple:
@@ -30,6 +31,26 @@ def graphs_frame(files: Sequence[Path], collection: Collection, spec) -> tuple:
     return frame, meta
 
 
+def _checked_booster_spec(overrides: dict) -> dict:
+    """The booster_spec setting of ``overrides`` (none, or None: the collection's default)
+    as a str naming a packaged booster spec or a booster spec file that loads; XlarankError
+    (`ArgumentTypeError` for another type) otherwise, when the system is made or loaded."""
+    from xlarank.rank.spec import load_ranker_spec
+    from xlarank.specs import spec_path
+
+    chosen = overrides.get("booster_spec")
+    if chosen is None:
+        return {}
+    checked_type(chosen, (str, os.PathLike), "system xlarank: booster_spec",
+                 "a packaged booster spec's name or a spec file's path (str)")
+    try:
+        load_ranker_spec(spec_path(chosen, "booster"))
+    except SpecError as exc:
+        raise SpecError(f"system xlarank: booster_spec {str(chosen)[:200]!r} names no booster "
+                        f"spec that loads ({exc})") from None
+    return {"booster_spec": os.fspath(chosen)}
+
+
 class BoosterSystem(RankingSystem):
     """xlarank: feature families and a gradient-boosted ranker (see the README)."""
 
@@ -37,6 +58,7 @@ class BoosterSystem(RankingSystem):
 
     def __init__(self, seed: int = 0, threads: int | None = None, prior=None, **settings):
         super().__init__(seed=seed, threads=threads, **settings)
+        self.overrides.update(_checked_booster_spec(self.overrides))
         # A cross-graph model whose score is one more input of the graph-local booster
         # (``rank-graph --prior``); not a setting: a graph fit is never saved.
         self.prior = prior
@@ -87,7 +109,7 @@ class BoosterSystem(RankingSystem):
     def score(self, graph: TileGraph | LayoutGraph) -> np.ndarray:
         if getattr(self, "ranker_", None) is not None:
             block = featurize_graph(graph, self.ranker_.feature_spec)
-            return self.ranker_.predict(block)
+            return checked_scores(self, graph, self.ranker_.predict(block))
         table = getattr(self, "graph_table_", None)
         if table is None:
             raise XlarankError("system xlarank: fit or fit_graph first")

@@ -47,8 +47,15 @@ import numpy as np
 from xlarank.data.graph import LayoutGraph, TileGraph, config_blocks
 from xlarank.errors import BadInputError, XlarankError
 from xlarank.features.embedding import load_family_weights, save_weights
-from xlarank.systems import RankingSystem, measured_target
-from xlarank.systems.inner import IN_GRAPH
+from xlarank.systems import (
+    LEARNING_RATE,
+    MOST_CONFIGS,
+    MOST_EPOCHS,
+    RankingSystem,
+    checked_scores,
+    measured_target,
+)
+from xlarank.systems.inner import IN_GRAPH, IN_GRAPH_FLAGS, IN_GRAPH_GRIDS, IN_GRAPH_RANGES
 
 WEIGHTS_FILE = "gru_weights.npz"
 READOUT_FILE = "gru_readout.npy"
@@ -59,6 +66,15 @@ class GruSystem(RankingSystem):
 
     name = "gru"
     epoch_setting = "epochs"
+    # Checked when made (`xlarank.systems.check_settings`): epochs 1..100,000, configs
+    # per graph 2 and up (a ranking loss needs two), a learning rate in (0, 10], in-graph
+    # configs a step 0 (all) and up, and the in-graph rule's (`IN_GRAPH_RANGES`).
+    SETTING_RANGES = {"epochs": (1, MOST_EPOCHS, True, False),
+                      "configs_per_graph": (2, MOST_CONFIGS, True, False),
+                      "learning_rate": LEARNING_RATE,
+                      "in_graph_configs": (0, MOST_CONFIGS, True, False), **IN_GRAPH_RANGES}
+    FLAG_SETTINGS = IN_GRAPH_FLAGS
+    GRID_SETTINGS = IN_GRAPH_GRIDS
 
     @classmethod
     def defaults(cls) -> dict:
@@ -169,7 +185,7 @@ class GruSystem(RankingSystem):
             columns = (np.concatenate(parts) if parts
                        else np.zeros((0, len(self.readout_)), np.float32))
         # The readout predicts centred log runtime: higher is slower.
-        return -(columns.astype(np.float64) @ self.readout_)
+        return checked_scores(self, graph, -(columns.astype(np.float64) @ self.readout_))
 
     def _save(self, out_dir) -> None:
         save_weights(self.weights_, out_dir / WEIGHTS_FILE)

@@ -48,8 +48,15 @@ import numpy as np
 
 from xlarank.data.graph import LayoutGraph, TileGraph
 from xlarank.errors import XlarankError
-from xlarank.systems import RankingSystem, measured_target
-from xlarank.systems.inner import IN_GRAPH
+from xlarank.systems import (
+    LEARNING_RATE,
+    MOST_CONFIGS,
+    MOST_EPOCHS,
+    RankingSystem,
+    checked_scores,
+    measured_target,
+)
+from xlarank.systems.inner import IN_GRAPH, IN_GRAPH_FLAGS, IN_GRAPH_GRIDS, IN_GRAPH_RANGES
 
 WEIGHTS_FILE = "gnn_weights.npz"
 MODEL_DIR = "model"
@@ -75,6 +82,16 @@ class HybridSystem(RankingSystem):
 
     name = "hybrid"
     epoch_setting = "gnn_epochs"
+    # Checked when made (`xlarank.systems.check_settings`): GNN epochs 1..100,000, configs
+    # per graph 2 and up, a learning rate in (0, 10], k 0..8 (the feature spec's radius),
+    # in-graph configs a step 0 (all) and up, and the in-graph rule's (`IN_GRAPH_RANGES`).
+    SETTING_RANGES = {"gnn_epochs": (1, MOST_EPOCHS, True, False),
+                      "configs_per_graph": (2, MOST_CONFIGS, True, False),
+                      "gnn_learning_rate": LEARNING_RATE, "k": (0, 8, True, False),
+                      "gnn_in_graph_configs": (0, MOST_CONFIGS, True, False),
+                      **{f"gnn_{name}": span for name, span in IN_GRAPH_RANGES.items()}}
+    FLAG_SETTINGS = tuple(f"gnn_{name}" for name in IN_GRAPH_FLAGS)
+    GRID_SETTINGS = tuple(f"gnn_{name}" for name in IN_GRAPH_GRIDS)
 
     @classmethod
     def defaults(cls) -> dict:
@@ -164,7 +181,8 @@ class HybridSystem(RankingSystem):
             # A file per checkpoint: featurizing caches weights by file identity.
             train = np.setdiff1d(np.arange(len(measured)), positions)
             self._hybrid(graph, runtime.iloc[train], workdir / f"gnn_{len(self.history_)}.npz")
-            value = kendall_tau(self.score_rows(graph, runtime.index[positions]),
+            rows = runtime.index[positions].to_numpy(np.int64)
+            value = kendall_tau(self._predicted(graph)[rows],
                                 measured[positions])
             return 0.0 if np.isnan(value) else float(value)
 
@@ -203,6 +221,11 @@ class HybridSystem(RankingSystem):
                                     threads=self.threads or 0)
 
     def score(self, graph: TileGraph | LayoutGraph) -> np.ndarray:
+        return checked_scores(self, graph, self._predicted(graph))
+
+    def _predicted(self, graph: TileGraph | LayoutGraph) -> np.ndarray:
+        """`score` before its check: a fit's checkpoints rank by it (a checkpoint's
+        booster may well score every config alike)."""
         from xlarank.features import featurize_graph
 
         if getattr(self, "ranker_", None) is None:

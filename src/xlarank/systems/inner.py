@@ -32,7 +32,7 @@ from collections.abc import Callable
 import numpy as np
 
 from xlarank.compat import jax, jnp
-from xlarank.systems import EpochCallback
+from xlarank.systems import MOST_STEPS, EpochCallback
 
 # The recipe's settings, the same for every system (their in_graph_* settings; the
 # hybrid's gnn_in_graph_*).
@@ -49,6 +49,19 @@ IN_GRAPH = {"in_graph_epochs": IN_GRAPH_STEPS,
             "in_graph_rung": IN_GRAPH_RUNG, "in_graph_check_every": IN_GRAPH_CHECK_EVERY,
             "in_graph_patience": IN_GRAPH_PATIENCE, "in_graph_min_gain": IN_GRAPH_MIN_GAIN,
             "in_graph_inner_share": IN_GRAPH_INNER_SHARE, "in_graph_refit": False}
+# Their ranges (`xlarank.systems.RankingSystem.SETTING_RANGES`: name -> (low, high, whole
+# number?, low excluded?)), flag and learning-rate grid: step counts 0..`MOST_STEPS` (0
+# steps: the initial weights), a checkpoint every 1 or more steps, a patience of 1 to
+# 10,000 checkpoints, a minimum gain of Kendall tau (itself in [-1, 1]) in [0, 2], and an
+# inner share in [0, 0.9] (at most 90% held out, so some configs train).
+IN_GRAPH_RANGES = {"in_graph_epochs": (0, MOST_STEPS, True, False),
+                   "in_graph_rung": (0, MOST_STEPS, True, False),
+                   "in_graph_check_every": (1, MOST_STEPS, True, False),
+                   "in_graph_patience": (1, 10_000, True, False),
+                   "in_graph_min_gain": (0.0, 2.0, False, False),
+                   "in_graph_inner_share": (0.0, 0.9, False, False)}
+IN_GRAPH_FLAGS = ("in_graph_refit",)
+IN_GRAPH_GRIDS = ("in_graph_learning_rates",)
 
 
 def uniform_draw(configs: int) -> Callable:

@@ -19,7 +19,16 @@ from xlarank.data.distinct import distinct_configs
 from xlarank.data.graph import LayoutGraph, TileGraph, load_graph
 from xlarank.errors import XlarankError
 from xlarank.features.jax_common import sampled_layout_configs
-from xlarank.systems import EpochCallback, RankingSystem, check_scorable
+from xlarank.systems import (
+    LEARNING_RATE,
+    MOST_CONFIGS,
+    MOST_EPOCHS,
+    MOST_STEPS,
+    EpochCallback,
+    RankingSystem,
+    check_scorable,
+    checked_scores,
+)
 from xlarank.systems.competition_gnn.model import (
     LAYOUT_VALUES,
     NODE_COLUMNS,
@@ -29,7 +38,14 @@ from xlarank.systems.competition_gnn.model import (
     param_shapes,
     tile_forward,
 )
-from xlarank.systems.inner import IN_GRAPH, fit_by_inner_validation, uniform_draw
+from xlarank.systems.inner import (
+    IN_GRAPH,
+    IN_GRAPH_FLAGS,
+    IN_GRAPH_GRIDS,
+    IN_GRAPH_RANGES,
+    fit_by_inner_validation,
+    uniform_draw,
+)
 from xlarank.systems.tpugraphs_gnn.batches import _bucket, _config_chunks, _configs_at
 from xlarank.systems.tpugraphs_gnn.system import MOST_LAYERS, MOST_WIDTH, saved_settings
 
@@ -193,6 +209,29 @@ class CompetitionGnn(RankingSystem):
 
     name = "competition-gnn"
     epoch_setting = "epochs"
+    # Checked when made (`xlarank.systems.check_settings`; None: the official value):
+    # epochs 1..100,000, max_steps and eval_steps 1..10,000,000, configs and eval_configs
+    # 0 (all) and up, a learning rate in (0, 10], weight_decay and warmup_ratio in [0, 1],
+    # max_grad_norm in (0, 1e6], widths 1..`MOST_WIDTH`, sage_blocks 0..`MOST_LAYERS`,
+    # dropouts in [0, 0.95] (at 1 nothing passes), cross_attention a flag, and the
+    # in-graph rule's (`IN_GRAPH_RANGES`).
+    SETTING_RANGES = {"epochs": (1, MOST_EPOCHS, True, False),
+                      "max_steps": (1, MOST_STEPS, True, False),
+                      "eval_steps": (1, MOST_STEPS, True, False),
+                      "configs": (0, MOST_CONFIGS, True, False),
+                      "eval_configs": (0, MOST_CONFIGS, True, False),
+                      "learning_rate": LEARNING_RATE,
+                      "weight_decay": (0.0, 1.0, False, False),
+                      "warmup_ratio": (0.0, 1.0, False, False),
+                      "max_grad_norm": (0.0, 1e6, False, True),
+                      "hidden": (1, MOST_WIDTH, True, False),
+                      "op_embed": (1, MOST_WIDTH, True, False),
+                      "layout_embed": (1, MOST_WIDTH, True, False),
+                      "sage_blocks": (0, MOST_LAYERS, True, False),
+                      "dropout": (0.0, 0.95, False, False),
+                      "head_dropout": (0.0, 0.95, False, False), **IN_GRAPH_RANGES}
+    FLAG_SETTINGS = ("cross_attention", *IN_GRAPH_FLAGS)
+    GRID_SETTINGS = IN_GRAPH_GRIDS
 
     @classmethod
     def defaults(cls) -> dict:
@@ -451,7 +490,7 @@ class CompetitionGnn(RankingSystem):
         for start, raw in _config_chunks(graph, chunk):
             result = outputs(self.params_, self._arrays(inputs, raw), arch=self._arch())
             out[start:start + len(raw)] = np.asarray(result, np.float64)[:len(raw)]
-        return -out
+        return checked_scores(self, graph, -out)
 
     def score_rows(self, graph, rows: np.ndarray) -> np.ndarray:
         """float64 (len(rows),): the scores (higher is faster) of the configs ``rows``

@@ -15,8 +15,22 @@ from xlarank.data.collections import Collection
 from xlarank.data.graph import TileGraph, load_graph
 from xlarank.errors import XlarankError
 from xlarank.features.jax_common import sampled_layout_configs
-from xlarank.systems import EpochCallback, RankingSystem, check_scorable
-from xlarank.systems.inner import IN_GRAPH, fit_by_inner_validation
+from xlarank.systems import (
+    LEARNING_RATE,
+    MOST_CONFIGS,
+    MOST_EPOCHS,
+    EpochCallback,
+    RankingSystem,
+    check_scorable,
+    checked_scores,
+)
+from xlarank.systems.inner import (
+    IN_GRAPH,
+    IN_GRAPH_FLAGS,
+    IN_GRAPH_GRIDS,
+    IN_GRAPH_RANGES,
+    fit_by_inner_validation,
+)
 from xlarank.systems.tpugraphs_gnn.batches import (
     Item,
     _bucket,
@@ -40,6 +54,10 @@ from xlarank.systems.tpugraphs_gnn.train import _jitted
 
 LABEL_SCALE = 1e7       # layout: ListMLE labels are runtime / 1e7 (only their order counts)
 INFER_BUDGET_MB = 256
+# Layer counts and widths are bounded far past any model's: a count is a loop, and a
+# width a shape, before any weight is read (the settings' ranges, a saved card's).
+MOST_LAYERS = 100
+MOST_WIDTH = 1 << 16
 
 # The in-graph recipe (`xlarank.systems.inner`, the same for every GNN system): IN_GRAPH.
 
@@ -61,6 +79,30 @@ class TpuGraphsGnn(RankingSystem):
 
     name = "tpugraphs-gnn"
     epoch_setting = "epochs"
+    # Checked when made (`xlarank.systems.check_settings`; None: the official value):
+    # epochs 1..100,000, early_stop 0 (off) and up, a learning rate in (0, 10], clip_norm
+    # and temperature in (0, 1e6], mse_weight in [0, 1e6], configs 2 and up, batch and
+    # validate_batches 1..10,000, keep_nodes 0 (none) and up, widths 1..`MOST_WIDTH`,
+    # layers 0..`MOST_LAYERS`, infer_chunk 1 and up, infer_budget_mb 1..1,048,576 (1 TiB),
+    # and the in-graph rule's (`IN_GRAPH_RANGES`).
+    SETTING_RANGES = {"epochs": (1, MOST_EPOCHS, True, False),
+                      "early_stop": (0, MOST_EPOCHS, True, False),
+                      "learning_rate": LEARNING_RATE,
+                      "clip_norm": (0.0, 1e6, False, True),
+                      "configs": (2, MOST_CONFIGS, True, False),
+                      "batch": (1, 10_000, True, False),
+                      "keep_nodes": (0, MOST_CONFIGS, True, False),
+                      "op_embed": (1, MOST_WIDTH, True, False),
+                      "hidden": (1, MOST_WIDTH, True, False),
+                      "gnn_layers": (0, MOST_LAYERS, True, False),
+                      "mlp_layers": (0, MOST_LAYERS, True, False),
+                      "temperature": (0.0, 1e6, False, True),
+                      "mse_weight": (0.0, 1e6, False, False),
+                      "validate_batches": (1, 10_000, True, False),
+                      "infer_chunk": (1, MOST_CONFIGS, True, False),
+                      "infer_budget_mb": (1, 1 << 20, True, False), **IN_GRAPH_RANGES}
+    FLAG_SETTINGS = IN_GRAPH_FLAGS
+    GRID_SETTINGS = IN_GRAPH_GRIDS
 
     @classmethod
     def defaults(cls) -> dict:
@@ -340,7 +382,7 @@ class TpuGraphsGnn(RankingSystem):
             a, _ = union_batch([item], 1, chunk, kind, hops=int(self.resolved_["gnn_layers"]))
             result, _ = evaluate(self.params_, a, arch=self._arch())
             out[keep] = np.asarray(result, dtype=np.float64)[0, :len(raw)]
-        return -out
+        return checked_scores(self, graph, -out)
 
     # -- persistence ------------------------------------------------------------------
 
@@ -397,10 +439,7 @@ class TpuGraphsGnn(RankingSystem):
 
 
 # What a saved model's scoring reads of its settings: (whole numbers with the range each
-# may lie in, numbers, flags). Layer counts and widths are bounded far past any model's:
-# a count is a loop, and a width a shape, before any weight is read.
-MOST_LAYERS = 100
-MOST_WIDTH = 1 << 16
+# may lie in, numbers, flags); the bounds are `MOST_LAYERS` and `MOST_WIDTH`.
 SCORED_SETTINGS = ({"op_embed": (1, MOST_WIDTH), "hidden": (1, MOST_WIDTH),
                     "gnn_layers": (0, MOST_LAYERS), "mlp_layers": (0, MOST_LAYERS),
                     "infer_chunk": (1, None), "infer_budget_mb": (1, None)},
