@@ -273,7 +273,7 @@ def test_feature_spec_name_must_be_plain(tmp_path, name):
 
 def test_plain_feature_spec_names_pass(tmp_path):
     spec = tmp_path / "s.toml"
-    spec.write_text('name = "my-spec_2.1"\nfamilies = ["graph"]\n')
+    spec.write_text('name = "my-spec_2.1"\nfamilies = ["graph", "config_raw"]\n')
     assert load_feature_spec(spec).name == "my-spec_2.1"
 
 

@@ -35,8 +35,11 @@ def _numba_cache_dir() -> str | None:
     otherwise: the user's cache folder (XDG_CACHE_HOME or ~/.cache, ~/Library/Caches on
     macOS, LOCALAPPDATA on Windows) / xlarank / numba, not __pycache__ beside the
     sources, which for an editable install is the source tree. Set before anything
-    imports Numba (each xlarank module imports this package first); None, and Numba's
-    own default, where that folder cannot be made or written."""
+    imports Numba (each xlarank module imports this package first). Where the folder
+    holding that cache folder is missing (HOME=/nonexistent, or XDG_CACHE_HOME below a
+    missing folder), the temporary folder's private xlarank-numba-UID instead: a
+    missing home is never made. None, and Numba's own default, where neither can be
+    made or written."""
     if "NUMBA_CACHE_DIR" in os.environ:
         return os.environ["NUMBA_CACHE_DIR"]
     if sys.platform == "win32":
@@ -50,6 +53,19 @@ def _numba_cache_dir() -> str | None:
     folder = os.path.join(base, "xlarank", "numba")
     if not os.path.isabs(folder):  # a relative or empty HOME: no folder of the user's
         return None
+    if not os.path.isdir(os.path.dirname(os.path.normpath(base))):
+        # The cache base (~/.cache) may be made, never the folder it belongs in (HOME):
+        # then the temporary folder's own cache, private to the user (a shared /tmp
+        # could hold another user's kernels, which Numba would load and run).
+        import tempfile
+        from pathlib import Path
+
+        from xlarank.threads import private_folder
+
+        uid = os.getuid() if hasattr(os, "getuid") else 0
+        folder = os.path.join(tempfile.gettempdir(), f"xlarank-numba-{uid}")
+        if not private_folder(Path(folder)):
+            return None
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError:

@@ -152,19 +152,27 @@ def jobs_dir(create: bool = False) -> Path | None:
     first of `_job_folders` that is this user's private folder or could be made one
     (made, with ``create``); None when none is, and the jobs are not counted."""
     for folder in _job_folders():
-        if _private_folder(folder):
+        if create:
+            if private_folder(folder):
+                return folder
+        elif _private_folder(folder) or _could_make(folder):
             return folder
-        if _could_make(folder):
-            if not create:
-                return folder
-            with contextlib.suppress(OSError):
-                folder.mkdir(mode=0o700, parents=True)
-                # mkdir's mode is cut by the umask and a parent made here gets the
-                # umask's; only the folder itself must be private.
-                os.chmod(folder, 0o700)
-            if _private_folder(folder):
-                return folder
     return None
+
+
+def private_folder(folder: Path) -> bool:
+    """Whether ``folder`` is this user's private folder (`_private_folder`), made so
+    (mode 0700, with its parents) where it is missing and could be made."""
+    if _private_folder(folder):
+        return True
+    if not _could_make(folder):
+        return False
+    with contextlib.suppress(OSError):
+        folder.mkdir(mode=0o700, parents=True)
+        # mkdir's mode is cut by the umask and a parent made here gets the umask's; only
+        # the folder itself must be private.
+        os.chmod(folder, 0o700)
+    return _private_folder(folder)
 
 
 def _alive(pid: int) -> bool:

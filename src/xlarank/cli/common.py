@@ -338,9 +338,12 @@ EngineOption = Annotated[str, typer.Option(help="local, or dask: a Dask cluster 
 SchedulerOption = Annotated[str | None, typer.Option(help="Address of a running Dask "
                                                      "scheduler, e.g. tcp://host:8786.")]
 # One text for every command with --workers (synth has no --engine, so none is named).
-WorkersOption = Annotated[int, typer.Option(help="Parallel workers: local processes, or with "
-                                            "a Dask engine the processes of its local "
-                                            "cluster (unused with a scheduler).")]
+# 1..1024 (`xlarank.distributed.MAX_WORKERS`, which the API checks); never more processes
+# than the cores (nor, locally, than the files) are started.
+WorkersOption = Annotated[int, typer.Option(
+    min=1, max=1024, help="Parallel workers (1..1024): local processes, or with a Dask "
+    "engine the processes of its local cluster (unused with a scheduler); at most one per "
+    "core is started.")]
 ThreadsOption = Annotated[int, typer.Option(min=0, help="Threads for the boosters and kernels, "
                                             "shared by local --workers; 0: the cores, shared "
                                             "among make's parallel jobs. A Dask task uses 1.")]
@@ -366,12 +369,13 @@ def _checked_seed(seed: int, option: str = "--seed") -> int:
 
 
 def _parse_seeds(text: str) -> list[int]:
+    """--seeds's comma-separated integers, each given once (`xlarank.rank.spec.check_seeds`);
+    an empty text or item ('', '1,,2', '1,') is refused, not skipped."""
     try:
-        seeds = [int(part) for part in text.split(",") if part.strip()]
+        seeds = [int(part) for part in text.split(",")]
     except ValueError:
-        raise XlarankError(f"--seeds {text!r}: expected comma-separated integers") from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise XlarankError(f"--seeds {text!r}: give one or more distinct integers")
-    from xlarank.rank.spec import check_seed
+        raise XlarankError(f"--seeds {text!r}: expected comma-separated integers, "
+                           "none empty, e.g. 0,1,2") from None
+    from xlarank.rank.spec import check_seeds
 
-    return [check_seed(seed, "--seeds", XlarankError) for seed in seeds]
+    return check_seeds(seeds, f"--seeds {text!r}", XlarankError)

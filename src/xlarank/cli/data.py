@@ -131,16 +131,16 @@ def measure(
         help="The function of the same file that returns the program's example inputs, as "
              "a tuple [FUNCTION_inputs].")] = None,
     configs: Annotated[int, typer.Option(
-        help="Configs to measure, the default run included; with --remeasure, how many of "
-             "the record's.")] = 150,
+        help="Configs to measure, the default run included (2..100,000); with --remeasure, "
+             "how many of the record's.")] = 150,
     seed: Annotated[int, typer.Option(help="Seed of the configs drawn and of the rounds' "
                                       "orders.")] = 0,
     rounds: Annotated[int, typer.Option(help="Rounds: every config is timed once a round, "
-                                        "in a shuffled order.")] = 4,
+                                        "in a shuffled order (1..1000).")] = 4,
     repeats: Annotated[int, typer.Option(help="Timed calls per config and round; the "
-                                         "least counts.")] = 3,
+                                         "least counts (1..1000).")] = 3,
     warmup: Annotated[int, typer.Option(help="Calls per config after compiling, before "
-                                        "any timing.")] = 2,
+                                        "any timing (0..1000).")] = 2,
     tolerance: Annotated[float, typer.Option(
         help="How far a config's output may differ from the program's, as a share of its "
              "largest magnitude.")] = 1e-3,
@@ -156,8 +156,8 @@ def measure(
         help="Measure --configs of this record's configs again (the default run among "
              "them) and report how far the runtimes agree.")] = None,
     candidates: Annotated[int | None, typer.Option(
-        help="Write this many candidate configs to --out (an .npz for suggest and "
-             "rank-graph) and time nothing.")] = None,
+        help="Write this many candidate configs (2..100,000) to --out (an .npz for suggest "
+             "and rank-graph) and time nothing.")] = None,
     configs_of: Annotated[Path | None, typer.Option(
         help="Measure configs of this candidates file (--candidates wrote it): those "
              "--indices lists, and its config 0, the compiler's own.")] = None,
@@ -168,9 +168,9 @@ def measure(
         help="With --configs-of: add the runtimes to this CSV of config_index,runtime, "
              "the state xlarank suggest and rank-graph read (made if absent).")] = None,
     timeout: Annotated[float, typer.Option(
-        help="The most seconds the program may take, loaded, traced and measured; one "
-             "still running then is ended with an error (the timings so far kept for "
-             "--resume).")] = 600.0,
+        help="The most seconds the program may take, loaded, traced and measured (at most "
+             "604800, 7 days); one still running then is ended with an error (the timings "
+             "so far kept for --resume).")] = 600.0,
 ) -> None:
     """Measure a JAX program's layout configs on this machine's XLA backend and write the
     official tuning record (xlarank import reads it). See docs/xla.md."""
@@ -319,14 +319,16 @@ def corpus(
              "PATH.py:FUNCTION relative to the list). Their files are run.")],
     out_dir: Annotated[Path, typer.Option(
         "--out-dir", help="Corpus folder: records/<name>.pb, left_out/, manifest.json.")],
-    configs: Annotated[int, typer.Option(help="Configs per program.")] = 150,
+    configs: Annotated[int, typer.Option(help="Configs per program (2..100,000).")] = 150,
     seed: Annotated[int, typer.Option(help="Seed of the configs drawn.")] = 0,
-    rounds: Annotated[int, typer.Option(help="Rounds per program.")] = 4,
-    repeats: Annotated[int, typer.Option(help="Timed calls per config and round.")] = 3,
+    rounds: Annotated[int, typer.Option(help="Rounds per program (1..1000).")] = 4,
+    repeats: Annotated[int, typer.Option(help="Timed calls per config and round "
+                                         "(1..1000).")] = 3,
     min_repeat_tau: Annotated[float, typer.Option(
         help="A program whose repeat tau stays under this is left out.")] = 0.4,
     retry_rounds: Annotated[int, typer.Option(
-        help="Rounds of the second measurement of a program under --min-repeat-tau.")] = 8,
+        help="Rounds of the second measurement of a program under --min-repeat-tau "
+             "(1..1000).")] = 8,
     threads: Annotated[int, typer.Option(min=1, help="XLA's CPU threads.")] = 1,
     timing_cpu: Annotated[int | None, typer.Option(
         help="Pin the timing to this CPU (compiling uses every CPU) [not pinned].")] = None,
@@ -334,15 +336,20 @@ def corpus(
         "--measure/--no-measure", help="With --no-measure, write the manifest of the "
         "records there and measure nothing.")] = True,
     timeout: Annotated[float, typer.Option(
-        help="The most seconds one program may take, loaded, traced and measured; one "
-             "still running then ends the build with an error (its timings kept for the "
-             "next run).")] = 600.0,
+        help="The most seconds one program may take, loaded, traced and measured (at most "
+             "604800, 7 days); one still running then ends the build with an error (its "
+             "timings kept for the next run).")] = 600.0,
 ) -> None:
     """Measure every program of a programs list that has no record yet (xlarank measure)
     and write the corpus manifest. Rerun it to go on after a kill."""
     from xlarank.compat import require_jax
     from xlarank.measure import Settings, check_timeout
-    from xlarank.measure.corpus import build_corpus, check_min_repeat_tau, read_programs
+    from xlarank.measure.corpus import (
+        build_corpus,
+        check_min_repeat_tau,
+        check_retry_rounds,
+        read_programs,
+    )
     from xlarank.outputs import Input, Output, check_outputs
     from xlarank.threads import use_threads
 
@@ -351,6 +358,7 @@ def corpus(
         # The library also takes a bar beyond 1 (every program left out); the option, a
         # Kendall tau's range only.
         check_min_repeat_tau(min_repeat_tau)
+        check_retry_rounds(retry_rounds)
         listed = read_programs(programs)
         # The folder holds records added one by one, not replaced whole: it may be a
         # link, but to a folder that is there.

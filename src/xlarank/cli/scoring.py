@@ -117,7 +117,8 @@ def suggest(
         help="CSV config_index,runtime (ns) of everything measured so far: the whole "
              "state, so a run resumes by reading it again (empty, header-only or absent: "
              "a cold start).")] = None,
-    batch: Annotated[int, typer.Option(min=1, help="Configs to suggest.")] = 8,
+    batch: Annotated[int, typer.Option(min=1, max=1_000_000, help="Configs to suggest "
+                                       "(1..1,000,000, the most configs a graph has).")] = 8,
     prior: Annotated[Path | None, typer.Option(help="A cross-graph model directory of the "
                                                "graph's collection: one more input, and "
                                                "the order of a cold start.")] = None,

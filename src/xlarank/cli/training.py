@@ -26,14 +26,23 @@ from xlarank.cli.common import (
 )
 from xlarank.errors import XlarankError
 
+# gnn-train's bounds: the repo's weights train in 5 epochs of 64 configs a graph; 1,000
+# epochs of 10,000 configs is far past any use, and a larger number a typo that would
+# train until killed.
+MAX_EPOCHS = 1000
+MAX_CONFIGS_PER_GRAPH = 10_000
+
 
 @app.command("gnn-train")
 def gnn_train(
     data: Annotated[Path, typer.Argument(help="Dataset root (holding npz/).")],
     collection: Annotated[str, typer.Option(help="The collection whose train split is used.")],
     out: Annotated[Path, typer.Option(help="Weights .npz to write.")],
-    epochs: Annotated[int, typer.Option(min=1, help="Passes over the training graphs.")] = 5,
-    configs_per_graph: Annotated[int, typer.Option(min=2, help="Configs sampled per graph.")] = 64,
+    epochs: Annotated[int, typer.Option(min=1, max=MAX_EPOCHS, help="Passes over the "
+                                        "training graphs (1..1000).")] = 5,
+    configs_per_graph: Annotated[int, typer.Option(
+        min=2, max=MAX_CONFIGS_PER_GRAPH, help="Configs sampled per graph "
+                                               "(2..10,000).")] = 64,
     k: Annotated[int, typer.Option(min=0, max=8, help="Pruning radius (hops), as the "
                                    "feature spec's k (gnn only: gru prunes to one hop).")] = 2,
     seed: Annotated[int, typer.Option(help="Seed of the start weights and sampling.")] = 0,
@@ -99,11 +108,12 @@ def train(
     from xlarank.threads import use_threads
 
     with _user_errors():
+        # `--seeds ''` is refused, not taken for no --seeds.
+        seed_list = _parse_seeds(seeds) if seeds is not None else None
         check_outputs([Output(out_dir, "dir", CARD_FILE)],
                       [frame, valid, *_named_files(spec or [])])
         use_threads(threads)
-        trained = train_from_specs(frame, spec or [], out_dir,
-                                   _parse_seeds(seeds) if seeds else None, valid, threads,
+        trained = train_from_specs(frame, spec or [], out_dir, seed_list, valid, threads,
                                    engine, scheduler, workers, status=err_console.status)
     card = trained.model.card
     console.print(f"trained {' + '.join(s.name for s in trained.specs)} on "
@@ -120,7 +130,8 @@ def tune(
     spec: Annotated[str, typer.Option(help="Starting booster spec (trial 0): a TOML file or "
                                       "a packaged spec's name.")],
     out: Annotated[Path, typer.Option(help="Where to write the chosen spec TOML.")],
-    trials: Annotated[int, typer.Option(min=1, help="Search budget: trials in all.")] = 20,
+    trials: Annotated[int, typer.Option(min=1, help="Search budget: trials in all "
+                                        "(1..100,000).")] = 20,
     max_minutes: Annotated[float | None, typer.Option(help="Stop after this long (the "
                                                       "running trial finishes).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the parameter draws.")] = 0,

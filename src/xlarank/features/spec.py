@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlarank.errors import SpecError, checked_type
+from xlarank.errors import SpecError, XlarankError, checked_type
 from xlarank.files import read_structured
 
 # Bump when a family's columns or their meaning change: frames and models of another
@@ -119,23 +119,55 @@ def weighted_families() -> dict:
     return weighted_families()
 
 
+# The families whose columns are one value per graph, the same for each of its configs
+# (their ``columns`` broadcast what ``prepare`` made): a spec of these alone gives every
+# config of a graph one row of features, so a model trained on it one score a graph.
+GRAPH_LEVEL_FAMILIES = frozenset({"graph", "graph_metrics"})
+
+
+def check_families(families, where: str | Path, error: type[XlarankError] = SpecError
+                   ) -> tuple[str, ...]:
+    """``families`` (a spec's, a model card's) as a tuple if it is a non-empty list of
+    the registry's families, none twice and one at least whose features vary by config
+    (not in `GRAPH_LEVEL_FAMILIES`); else ``error`` naming ``where`` (the file)."""
+    known = known_families()
+    if not isinstance(families, list) or not families \
+            or not all(isinstance(f, str) for f in families):
+        raise error(f"{where}: 'families' must be a non-empty list of names; known: "
+                    f"{', '.join(known)}")
+    unknown = [f for f in families if f not in known]
+    if unknown:
+        raise error(f"{where}: unknown feature families {unknown}; known: {', '.join(known)}")
+    repeated = sorted({f for f in families if families.count(f) > 1})
+    if repeated:
+        raise error(f"{where}: feature family {repeated[0]!r} is listed more than once in "
+                    "'families' (its columns would repeat)")
+    if all(f in GRAPH_LEVEL_FAMILIES for f in families):
+        varying = [f for f in known if f not in GRAPH_LEVEL_FAMILIES]
+        raise error(f"{where}: 'families' {families} give every config of a graph the same "
+                    f"features (one score a graph); add a family whose features vary by "
+                    f"config: {', '.join(varying)}")
+    return tuple(families)
+
+
+def check_k(k, where: str | Path, error: type[XlarankError] = SpecError) -> int:
+    """``k`` if it is a whole number (not a bool) in 0..8, else ``error`` naming
+    ``where``."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 8:
+        raise error(f"{where}: 'k' (neighbourhood radius in hops) must be an integer in 0..8, "
+                    f"not {k!r}")
+    return k
+
+
 def load_feature_spec(path: str | Path) -> FeatureSpec:
     """Read a feature spec TOML: ``name`` and ``families`` (a list drawn from the family
-    registry), optionally ``k`` and the weights field of each family that has one
+    registry, each once, one at least whose features vary by config: `check_families`),
+    optionally ``k`` and the weights field of each family that has one
     (``gnn``, ``gru``)."""
     path = Path(checked_type(path, (str, os.PathLike), "load_feature_spec: path",
                              "a feature spec TOML's path (str or Path)"))
     raw = read_structured(path, "feature spec", SpecError)
-    families = raw.get("families")
-    known = known_families()
-    if not isinstance(families, list) or not families:
-        raise SpecError(f"{path}: 'families' must be a non-empty list; known: {', '.join(known)}")
-    unknown = [f for f in families if f not in known]
-    if unknown:
-        raise SpecError(f"{path}: unknown feature families {unknown}; known: {', '.join(known)}")
-    k = raw.get("k", 2)
-    if not isinstance(k, int) or not 0 <= k <= 8:
-        raise SpecError(f"{path}: 'k' (neighbourhood radius in hops) must be an integer in 0..8")
+    k = check_k(raw.get("k", 2), path)
     fields = list(weighted_families())
     unknown_keys = set(raw) - {"name", "families", "k", *fields}
     if unknown_keys:
@@ -146,7 +178,8 @@ def load_feature_spec(path: str | Path) -> FeatureSpec:
     if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
         raise SpecError(f"{path}: 'name' {name!r} must be a plain name: letters, digits, "
                         "'-', '_' and '.', not starting with '.'")
-    return FeatureSpec(name=name, families=tuple(families), k=k,
+    families = check_families(raw.get("families"), path)
+    return FeatureSpec(name=name, families=families, k=k,
                        weights=tuple((field, _weights_source(raw, field, path))
                                      for field in fields))
 

@@ -62,6 +62,13 @@ GENERATOR = "xlarank measure"
 TOLERANCE = 1e-3
 MIN_CONFIGS = 2
 MAX_CONFIGS = 100_000
+# Every count that sizes the timing is bounded: 1,000 rounds (or timed calls, or warm-up
+# calls) per config is far past what any noise needs; a larger number is a typo that
+# would time for days.
+MAX_ROUNDS = 1000
+# --timeout: a week. A longer limit is no limit, and past about 2**31 s the alarm's
+# timestamp overflows the platform's time_t.
+MAX_TIMEOUT = 7 * 24 * 3600
 
 
 @dataclass
@@ -89,14 +96,15 @@ class Settings:
         if not MIN_CONFIGS <= self.configs <= MAX_CONFIGS:
             raise XlarankError(f"--configs must lie in {MIN_CONFIGS}..{MAX_CONFIGS:,}, "
                                f"not {self.configs}")
-        for name, low in (("seed", 0), ("warmup", 0), ("rounds", 1), ("repeats", 1)):
+        for name, low, high in (("seed", 0, 2**32 - 1), ("warmup", 0, MAX_ROUNDS),
+                                ("rounds", 1, MAX_ROUNDS), ("repeats", 1, MAX_ROUNDS)):
             value = getattr(self, name)
-            if not low <= value <= 2**32 - 1:
-                raise XlarankError(f"--{name} must lie in {low}..{2**32 - 1}, not {value}")
+            if not low <= value <= high:
+                raise XlarankError(f"--{name} must lie in {low}..{high}, not {value}")
         if not 0 < self.tolerance < 1:
             raise XlarankError(f"--tolerance must lie between 0 and 1, not {self.tolerance}")
-        if self.max_rounds is not None and not self.rounds <= self.max_rounds <= 1000:
-            raise XlarankError(f"--max-rounds must lie in {self.rounds}..1000, not "
+        if self.max_rounds is not None and not self.rounds <= self.max_rounds <= MAX_ROUNDS:
+            raise XlarankError(f"--max-rounds must lie in {self.rounds}..{MAX_ROUNDS}, not "
                                f"{self.max_rounds}")
         if self.compile_workers is not None and not 1 <= self.compile_workers <= 256:
             raise XlarankError(f"--compile-workers must lie in 1..256, not "
@@ -127,11 +135,11 @@ def _pinned(cpu: int | None):
 
 
 def check_timeout(seconds: float) -> None:
-    """XlarankError unless ``seconds`` is a finite number above 0."""
+    """XlarankError unless ``seconds`` is a number above 0 and at most `MAX_TIMEOUT`."""
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
-            or not math.isfinite(seconds) or seconds <= 0:
-        raise XlarankError(f"--timeout must be a finite number of seconds above 0, not "
-                           f"{seconds}")
+            or not 0 < seconds <= MAX_TIMEOUT:  # NaN fails the comparison too
+        raise XlarankError(f"--timeout must be a finite number of seconds above 0, at most "
+                           f"{MAX_TIMEOUT:,} (7 days), not {seconds}")
 
 
 class _OutOfTime(BaseException):
@@ -709,6 +717,6 @@ def measure_candidates(fn: Callable, inputs: Sequence, candidates: str | Path,
     return result, list(zip(chosen, result.runtimes_ns))
 
 
-__all__ = ["Measurement", "Settings", "candidate_arrays", "check_timeout",
-           "load_program", "measure_candidates", "measure_program", "noise_ceiling",
-           "program_time_limit", "remeasure", "write_candidates"]
+__all__ = ["MAX_ROUNDS", "MAX_TIMEOUT", "Measurement", "Settings", "candidate_arrays",
+           "check_timeout", "load_program", "measure_candidates", "measure_program",
+           "noise_ceiling", "program_time_limit", "remeasure", "write_candidates"]

@@ -29,6 +29,7 @@ from xlarank.atomic import write_text_atomic
 from xlarank.errors import XlarankError
 from xlarank.files import open_regular
 from xlarank.measure import (
+    MAX_ROUNDS,
     Settings,
     check_timeout,
     load_program,
@@ -155,6 +156,13 @@ def check_min_repeat_tau(value: float, *, strict: bool = True) -> None:
                            f"{value}")
 
 
+def check_retry_rounds(rounds: int) -> None:
+    """XlarankError unless ``rounds`` (--retry-rounds) is a whole number in
+    1..`MAX_ROUNDS`."""
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_ROUNDS:
+        raise XlarankError(f"--retry-rounds must lie in 1..{MAX_ROUNDS}, not {rounds}")
+
+
 def build_corpus(programs: list[CorpusProgram], out_dir: str | Path, *,
                  settings: Settings | None = None, min_repeat_tau: float = MIN_REPEAT_TAU,
                  retry_rounds: int = RETRY_ROUNDS,
@@ -168,6 +176,7 @@ def build_corpus(programs: list[CorpusProgram], out_dir: str | Path, *,
     None: no limit); one that runs longer ends the build with an XlarankError naming its
     file, its timings kept for the next run."""
     check_min_repeat_tau(min_repeat_tau, strict=False)
+    check_retry_rounds(retry_rounds)
     if timeout is not None:
         check_timeout(timeout)
     settings = settings or Settings()

@@ -22,8 +22,8 @@ from xlarank.errors import BadModelError, MismatchError, SpecError, XlarankError
 from xlarank.features.spec import FeatureSpec
 from xlarank.files import read_structured
 from xlarank.frame import FrameMeta
-from xlarank.rank.ranker import ENSEMBLE_KIND, MODEL_FORMAT, Ranker, write_card
-from xlarank.rank.spec import RankerSpec, check_seed, load_ranker_spec
+from xlarank.rank.ranker import CARD_FILE, ENSEMBLE_KIND, MODEL_FORMAT, Ranker, write_card
+from xlarank.rank.spec import RankerSpec, check_seeds, load_ranker_spec
 
 
 def per_graph_minmax(score: np.ndarray, graph_ids: np.ndarray) -> np.ndarray:
@@ -59,11 +59,19 @@ class Ensemble:
         members = [Ranker.load(directory / d) for d in dirs]
         if not members:
             raise BadModelError(f"{directory}: ensemble card lists no members")
-        for member in members[1:]:
+        for member in members:
             if (member.card["features"]["hash"] != members[0].card["features"]["hash"]
                     or member.card["collection"] != card["collection"]):
                 raise BadModelError(f"{directory}: ensemble members of different feature "
                                     "specs or collections; the card was altered")
+        # The card's own features block is read too (scoring's reports, evaluation): it
+        # must be its members' (their weights fields aside: a saved member names its copy).
+        own, theirs = card["features"], members[0].card["features"]
+        altered = [key for key in ("name", "families", "k", "hash", "names", "schema")
+                   if own.get(key) != theirs.get(key)]
+        if altered:
+            raise BadModelError(f"{directory / CARD_FILE}: card field features.{altered[0]} "
+                                "is not its members'; the card was altered")
         return cls(card=card, members=members)
 
     @property
@@ -167,12 +175,10 @@ def load_training_plan(path: str | Path) -> tuple[list[RankerSpec], list[int] | 
     if not isinstance(members, list) or not members or not all(isinstance(m, str)
                                                                 for m in members):
         raise SpecError(f"{path}: an ensemble spec needs members, a list of spec paths")
-    if seeds is not None and (not isinstance(seeds, list) or not seeds
-                              or not all(isinstance(x, int) for x in seeds)
-                              or len(set(seeds)) != len(seeds)):
-        raise SpecError(f"{path}: seeds must be a list of distinct integers")
-    for seed in seeds or ():
-        check_seed(seed, f"{path}: seeds")
+    if seeds is not None:
+        if not isinstance(seeds, list):
+            raise SpecError(f"{path}: seeds must be a list of distinct integers")
+        seeds = check_seeds(seeds, f"{path}: seeds")
     unknown = set(raw) - {"kind", "name", "members", "seeds"}
     if unknown:
         raise SpecError(f"{path}: unknown keys in an ensemble spec: {', '.join(sorted(unknown))}")

@@ -25,7 +25,13 @@ from xlarank import __version__
 from xlarank.atomic import atomic_dir
 from xlarank.data.collections import COLLECTIONS
 from xlarank.errors import BadModelError, MismatchError
-from xlarank.features.spec import FeatureSpec, weighted_families
+from xlarank.features.spec import (
+    FEATURE_SCHEMA_VERSION,
+    FeatureSpec,
+    check_families,
+    check_k,
+    weighted_families,
+)
 from xlarank.files import read_structured
 from xlarank.frame import FrameMeta
 from xlarank.rank.boosters import BOOSTERS, BoosterLibrary, get_library
@@ -83,12 +89,38 @@ def read_card(directory: Path) -> dict:
         raise BadModelError(f"{where}: features.names must be a non-empty list of names")
     if card["collection"] not in {c.id for c in COLLECTIONS}:
         raise BadModelError(f"{where}: unknown collection {card['collection']!r}")
+    if "kind" in card and card["kind"] != ENSEMBLE_KIND:
+        raise BadModelError(f"{where}: card field kind is {card['kind']!r}; an ensemble's "
+                            f"is {ENSEMBLE_KIND!r}, a ranker's card has none")
+    check_card_features(card["features"], where)
     if shape is RANKER_CARD_SHAPE:
         if card["library"] not in BOOSTERS:
             raise BadModelError(f"{where}: unknown booster library {card['library']!r}; "
                                 f"known: {', '.join(BOOSTERS)}")
+        objectives = BOOSTERS[card["library"]].objectives
+        if card["objective"] not in objectives:
+            raise BadModelError(f"{where}: card field objective {card['objective']!r} is not "
+                                f"one of {card['library']}'s: {', '.join(objectives)}")
         check_model_file_name(card, where)
     return card
+
+
+def check_card_features(features: dict, where: Path) -> None:
+    """BadModelError unless a card's features block holds what `FeatureSpec.to_dict`
+    writes: this xlarank's feature schema (an older one: MismatchError, retrain), ``k`` in
+    0..8 and the registry's families, each once (`check_families`)."""
+    schema = features.get("schema")
+    if isinstance(schema, int) and not isinstance(schema, bool) \
+            and 0 < schema < FEATURE_SCHEMA_VERSION:
+        raise MismatchError(f"{where}: model of feature schema {schema}, this xlarank "
+                            f"makes {FEATURE_SCHEMA_VERSION}; retrain the model")
+    if schema != FEATURE_SCHEMA_VERSION or isinstance(schema, bool):
+        raise BadModelError(f"{where}: card field features.schema is {schema!r}, not this "
+                            f"xlarank's feature schema {FEATURE_SCHEMA_VERSION}; the card "
+                            "was altered")
+    check_k(features.get("k"), f"{where}: card field features", BadModelError)
+    check_families(features["families"], f"{where}: card field features",
+                   BadModelError)
 
 
 # Model files that could carry code (a pickle runs what it names when it is read): never

@@ -3,6 +3,7 @@ the library's adapter (`xlarank.rank.boosters`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,20 @@ def check_seed(seed, what: str, error: type[XlarankError] = SpecError) -> int:
                     "(booster libraries keep seeds in 31 bits; a larger one wraps onto "
                     "another seed)")
     return int(seed)
+
+
+def check_seeds(seeds, what: str, error: type[XlarankError] = SpecError) -> list[int]:
+    """``seeds`` as a list of ints if it holds one or more, each `check_seed`'s and none
+    given twice (two members of one seed are one model trained twice), else ``error``
+    naming ``what`` (the spec file or option)."""
+    checked = [check_seed(seed, what, error) for seed in seeds]
+    if not checked:
+        raise error(f"{what}: give one or more seeds")
+    repeated = sorted({seed for seed in checked if checked.count(seed) > 1})
+    if repeated:
+        raise error(f"{what}: seed {repeated[0]} is given more than once; give distinct "
+                    "seeds")
+    return checked
 
 
 @dataclass(frozen=True)
@@ -83,10 +98,17 @@ def load_ranker_spec(path: str | Path) -> RankerSpec:
         raise SpecError(f"{path}: a booster spec must be a table of fields, not "
                         f"{type(raw).__name__}")
     raw.setdefault("name", path.stem)
-    try:
-        spec = RankerSpec(**raw)
-    except TypeError as exc:
-        raise SpecError(f"{path}: {exc}") from None
+    fields = dataclasses.fields(RankerSpec)
+    missing = [f.name for f in fields if f.name not in raw
+               and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise SpecError(f"{path}: missing key {missing[0]!r}")
+    unknown = sorted(set(raw) - {f.name for f in fields})
+    if unknown:
+        raise SpecError(f"{path}: unknown key {unknown[0]!r}; known: "
+                        f"{', '.join(f.name for f in fields)}")
+    spec = RankerSpec(**raw)
     for name in ("name", "features", "library", "objective", "label"):
         if not isinstance(getattr(spec, name), str):
             raise SpecError(f"{path}: {name} must be a string, not "

@@ -27,7 +27,7 @@ from xlarank.rank.dask import train_ranker_dask
 from xlarank.rank.ensemble import load_training_plan, train_ensemble
 from xlarank.rank.model import Model
 from xlarank.rank.ranker import CARD_FILE, Ranker
-from xlarank.rank.spec import RankerSpec, check_seed
+from xlarank.rank.spec import RankerSpec, check_seeds
 from xlarank.rank.train import check_trainable, train_ranker_from_file, warn_few_graphs
 from xlarank.specs import default_booster_spec, spec_path
 
@@ -75,7 +75,8 @@ def _train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
     out_dir : path
         The model directory to write (replaced whole).
     seeds : sequence of int, optional
-        Seeds of every member [the ensemble specs' own seeds, else each spec's seed].
+        Seeds of every member, one or more, none twice [the ensemble specs' own seeds,
+        else each spec's seed].
     valid_path : path, optional
         A validation frame; its mean metrics (`xlarank.evaluate.mean_metrics`) go into
         the card under "validation".
@@ -92,9 +93,9 @@ def _train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
     Raises
     ------
     XlarankError
-        Bad specs, ensemble specs that ask for different seeds and ``seeds`` not given, a
-        frame this spec cannot train on, a validation frame of another feature spec or
-        collection, or a bad engine choice.
+        Bad specs, ``seeds`` empty or with a seed twice, ensemble specs that ask for
+        different seeds and ``seeds`` not given, a frame this spec cannot train on, a
+        validation frame of another feature spec or collection, or a bad engine choice.
     """
     frame_path = Path(frame_path)
     check_output(out_dir, "dir", marker=CARD_FILE)
@@ -117,8 +118,8 @@ def _train_from_specs(frame_path: str | Path, spec_paths: Sequence[str | Path],
             label = repr(given) if len(members) == 1 else f"{given!r} (member {member.name!r})"
             check_trainable(meta, member, where=str(frame_path), spec_label=label)
     specs = [member for members, _ in plans for member in members]
-    for seed in seeds or ():
-        check_seed(seed, "seeds", XlarankError)
+    if seeds is not None:
+        seeds = check_seeds(seeds, "seeds", XlarankError)
     plan_seeds = {tuple(seed_list) for _, seed_list in plans if seed_list}
     if len(plan_seeds) > 1 and not seeds:
         raise XlarankError("the ensemble specs ask for different seeds; give --seeds")
