@@ -265,6 +265,7 @@ def spin_inputs():
 """
 
 
+@pytest.mark.slow  # waits out the time limit
 @pytest.mark.parametrize("where", ["traced", "loaded"])
 def test_a_program_that_never_ends_is_stopped_at_the_timeout(tmp_path, where):
     pytest.importorskip("jax")
@@ -281,6 +282,7 @@ def test_a_program_that_never_ends_is_stopped_at_the_timeout(tmp_path, where):
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
+@pytest.mark.slow  # waits out the time limit
 def test_corpus_stops_a_program_that_never_ends(tmp_path):
     pytest.importorskip("jax")
     (tmp_path / "spins.py").write_text(SPINS)

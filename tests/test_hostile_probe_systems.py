@@ -148,6 +148,7 @@ def test_load_system_refuses_settings_out_of_kind_or_range(tmp_path, system, set
         load_system(folder)
 
 
+@pytest.mark.gnn  # fits a GNN system
 def test_a_system_that_scores_nan_is_refused(tiny_data):
     files = split_files(tiny_data, LAYOUT, "train")[:2]
     graph = load_graph(split_files(tiny_data, LAYOUT, "valid")[0])

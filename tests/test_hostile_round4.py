@@ -496,6 +496,7 @@ def _damage(folder: Path, name: str, change) -> None:
         _edit_npz(path, change)
 
 
+@pytest.mark.gnn  # loads saved GNN systems (jax)
 @pytest.mark.parametrize("system, faults", [("tpugraphs-gnn", TPUGRAPHS_FAULTS),
                                             ("competition-gnn", COMPETITION_FAULTS)])
 def test_every_crafted_file_of_a_saved_gnn_system_is_one_xlarank_error(saved_systems, tiny_data,
