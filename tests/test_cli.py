@@ -268,6 +268,7 @@ def test_weights_that_name_no_family_or_twice_are_one_error_line(tiny_data, tmp_
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow  # trains one more model
 def test_verbose_train_prints_the_cards_training_record(trained, spec_dir, tmp_path):
     frames = trained / "frames" / COLLECTIONS[0].slug
     out = ok("train", frames / "train.parquet", "--spec", spec_dir / "lgbm.toml",

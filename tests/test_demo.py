@@ -77,6 +77,7 @@ def test_the_demo_names_each_step_as_it_starts_on_a_terminal(tmp_path):
     assert "featurize detail line" in log and "train detail line" in log
 
 
+@pytest.mark.slow  # runs make's step filter through a shell with timed pauses
 def test_a_step_is_named_when_it_starts_not_when_the_pipeline_ends(tmp_path):
     """The filter reads line by line: the first step's name shows while the pipeline
     still runs (mawk's block reads held every name back to the end)."""
