@@ -67,7 +67,7 @@ dev: $(VENV)/.dev-installed ## install xlarank with the test extras
 test: lint ## lint, then run the whole test suite on 2 workers (a test module stays on one)
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope
 
-test-fast: dev ## the suite without the slow, dask and gnn tests, on 2 workers (45 s on 2 quiet cores; 51 s compiling the Numba kernels afresh)
+test-fast: dev ## the suite without the slow, dask and gnn tests, on 2 workers (58 s on 2 quiet cores with the Numba cache warm)
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not slow and not dask and not gnn"
 
 lint: dev ## ruff over src, tests and bench (settings in pyproject.toml)

@@ -141,7 +141,12 @@ _BENCHES = (
           "The systems bench's synthetic tile row again, on demo data made after the tile "
           "generator was calibrated against the real tuning record's 15 kernels "
           "(docs/synthetic.md): the row above predates it, when one synthetic kernel's "
-          "slowest config could be 9,469x its default against at most 26x in the record.",
+          "slowest config could be 9,469x its default against at most 26x in the record. "
+          "Rerun on 2026-12-05 from a clean tree (the first run's tree had uncommitted "
+          "changes), now with competition-gnn: every other system's metric is the first "
+          "run's to the last digit. It ran beside other benches (load 3-6 on 2 cores), so "
+          "its training seconds and scoring times are not quiet timings and run 1-7x the "
+          "first run's.",
           needs=("data/synth-demo",)),
     Bench("systems_fair", "Published systems in-graph with tpugraphs-gnn's recipe, and epoch costs",
           "python bench/systems.py --parts ingraph --systems xlarank,tpugraphs-gnn,gru,"
@@ -154,8 +159,10 @@ _BENCHES = (
           "held-out tau at each checkpoint against training seconds is drawn in "
           "bench/results/systems_fair-ingraph-curve.png, for the report only. Then the GNN "
           "systems' epoch cost, first and marginal epoch timed in one fit: the published "
-          "copy holds tpugraphs-gnn's from an earlier `--parts ingraph,scale` run; `make "
-          "bench` times every GNN system's in systems_scale below.",
+          "copy holds tpugraphs-gnn's from a `--parts ingraph,scale` run (xlarank and "
+          "tpugraphs-gnn at half measured, seeds 0 and 1, rerun on 2026-12-05 from a clean "
+          "tree, each seed in its own process read back from --partial); `make bench` "
+          "times every GNN system's in systems_scale below.",
           needs=(SHARED,)),
     Bench("systems_competition", "Published systems: the competition GNN",
           "python bench/systems.py --parts ingraph --systems xlarank,competition-gnn "
@@ -294,7 +301,10 @@ _BENCHES = (
           "earlier runs, kept as they were published. Here each system ran on one core "
           "(--threads 1), two processes side by side, its results read back from --partial, "
           "so the wall time below is the last invocation's; each system's own seconds are "
-          "in the tables.",
+          "in the tables. Rerun on 2026-12-05 because the in-kernel split became "
+          "`xlarank.in_graph_split` (half the distinct configs in config order; the first "
+          "run drew them in another order with n // 2): the in-kernel taus moved, "
+          "leave-one-kernel-out did not.",
           needs=(TILE_RECORD,)),
     Bench("autotune", "Autotune replay",
           "python bench/autotune.py --synthetic data/synth-demo --prior "
