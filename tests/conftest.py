@@ -224,3 +224,15 @@ def pytest_runtest_call(item):
         done.set()
         if thread is not None:
             thread.join()
+
+
+@pytest.fixture(scope="session")
+def layout_file(tiny_data) -> Path:
+    """The tiny dataset's first layout:xla:random train file."""
+    return split_files(tiny_data, get_collection("layout-xla-random"), "train")[0]
+
+
+@pytest.fixture(scope="session")
+def tile_file(tiny_data) -> Path:
+    """The tiny dataset's first tile train file."""
+    return split_files(tiny_data, TILE, "train")[0]

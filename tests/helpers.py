@@ -116,3 +116,21 @@ def write_tile(arrays: dict, tmp_path: Path, name: str = "g") -> Path:
 def first_file(tiny_data: Path, slug: str, split: str = "train", min_nodes: int = 0) -> Path:
     files = split_files(tiny_data, get_collection(slug), split)
     return next(f for f in files if len(np.load(f)["node_opcode"]) >= min_nodes)
+
+
+def npz_arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every member of an npz file, read whole (for crafting a changed copy)."""
+    with np.load(path) as npz:
+        return {key: npz[key] for key in npz.files}
+
+
+def package_modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the xlarank package under src/."""
+    src = Path(__file__).resolve().parents[1] / "src"
+    out = {}
+    for path in sorted((src / "xlarank").rglob("*.py")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out

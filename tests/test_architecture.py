@@ -13,24 +13,14 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
+from helpers import package_modules
+
 ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "src"
-
-
-def modules() -> dict[str, Path]:
-    """Dotted module name -> file, for every module of the package."""
-    out = {}
-    for path in sorted((SRC / "xlarank").rglob("*.py")):
-        parts = list(path.relative_to(SRC).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = path
-    return out
 
 
 def import_graph() -> nx.DiGraph:
     """module -> module it imports (the longest module prefix of each imported name)."""
-    mods = modules()
+    mods = package_modules()
 
     def owner(name: str) -> str | None:
         while name and name not in mods:
@@ -71,7 +61,7 @@ def test_the_graph_reader_sees_lazy_and_relative_imports(tmp_path, monkeypatch):
     # score.py imports the model loader inside a function; the CLI imports lazily too.
     assert graph.has_edge("xlarank.cli.scoring", "xlarank.rank.tuner")
     assert graph.has_edge("xlarank.rank.tuner", "xlarank.rank.strategies")
-    assert len(graph) == len(modules()) > 100
+    assert len(graph) == len(package_modules()) > 100
 
 
 def test_no_two_modules_import_each_other():

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,8 +15,8 @@ import pytest
 
 import xlarank
 import xlarank.data.graph as graph_module
-from helpers import TILE, one_error_line, run
-from xlarank.data.collections import get_collection, split_files
+from helpers import TILE, npz_arrays, one_error_line, run
+from xlarank.data.collections import get_collection
 from xlarank.data.distinct import config_columns
 from xlarank.data.graph import MAX_CONFIGS, MAX_NODES, load_graph
 from xlarank.errors import BadGraphError, XlarankError
@@ -31,21 +30,6 @@ from xlarank.rank.strategies import (
 from xlarank.seeds import MAX_BOOSTER_SEED
 
 LAYOUT = get_collection("layout-xla-random")
-
-
-@pytest.fixture(scope="module")
-def layout_file(tiny_data) -> Path:
-    return split_files(tiny_data, LAYOUT, "train")[0]
-
-
-@pytest.fixture(scope="module")
-def tile_file(tiny_data) -> Path:
-    return split_files(tiny_data, TILE, "train")[0]
-
-
-def _arrays(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path) as npz:
-        return {key: npz[key] for key in npz.files}
 
 
 # ---------------------------------------------------------------- 1. strategy settings
@@ -103,7 +87,7 @@ def test_a_small_file_claiming_too_many_configs_is_refused_before_allocating(tmp
                                                                              layout_file):
     """3 million configs of one configurable node: 216 MB of deflated zeros in a file of a
     few hundred KB, whose shapes all agree."""
-    arrays = _arrays(layout_file)
+    arrays = npz_arrays(layout_file)
     c = MAX_CONFIGS * 3
     arrays["node_config_ids"] = arrays["node_config_ids"][:1]
     arrays["node_config_feat"] = np.zeros((c, 1, 18), np.float32)
@@ -121,7 +105,7 @@ def test_a_small_file_claiming_too_many_configs_is_refused_before_allocating(tmp
 
 
 def test_a_header_claiming_too_many_nodes_is_refused(tmp_path, tile_file, monkeypatch):
-    arrays = _arrays(tile_file)
+    arrays = npz_arrays(tile_file)
     n = len(arrays["node_opcode"])
     monkeypatch.setattr(graph_module, "MAX_NODES", n - 1)
     with pytest.raises(BadGraphError, match=f"{n:,} nodes, more than"):

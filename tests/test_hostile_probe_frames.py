@@ -20,7 +20,7 @@ import pytest
 
 import xlarank
 import xlarank.frame as frame_module
-from helpers import one_error_line, run
+from helpers import npz_arrays, one_error_line, run
 from xlarank.data.collections import get_collection, split_files
 from xlarank.data.graph import load_graph
 from xlarank.errors import ArgumentTypeError, XlarankError, XlarankWarning
@@ -186,17 +186,12 @@ def test_compare_takes_a_collection_slug(tmp_path):
 
 # 5. score: a layout graph of no configurable nodes, or of configs all equal.
 @pytest.fixture(scope="module")
-def layout_file(tiny_data) -> Path:
+def default_valid_file(tiny_data) -> Path:
     return split_files(tiny_data, LAYOUT, "valid")[0]
 
 
-def _arrays(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path) as npz:
-        return {key: npz[key] for key in npz.files}
-
-
-def test_score_refuses_a_graph_of_no_configurable_nodes(models, layout_file, tmp_path):
-    arrays = _arrays(layout_file)
+def test_score_refuses_a_graph_of_no_configurable_nodes(models, default_valid_file, tmp_path):
+    arrays = npz_arrays(default_valid_file)
     arrays["node_config_ids"] = arrays["node_config_ids"][:0]
     arrays["node_config_feat"] = arrays["node_config_feat"][:, :0]
     graph = tmp_path / "none.npz"
@@ -210,8 +205,8 @@ def test_score_refuses_a_graph_of_no_configurable_nodes(models, layout_file, tmp
                        xlarank.load_model(models["layout-xla-default"]))
 
 
-def test_score_warns_of_configs_all_equal(models, layout_file, tmp_path):
-    arrays = _arrays(layout_file)
+def test_score_warns_of_configs_all_equal(models, default_valid_file, tmp_path):
+    arrays = npz_arrays(default_valid_file)
     arrays["node_config_feat"] = np.broadcast_to(arrays["node_config_feat"][:1],
                                                  arrays["node_config_feat"].shape).copy()
     graph = tmp_path / "same.npz"

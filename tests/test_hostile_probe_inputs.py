@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import TILE, one_error_line, run
-from xlarank.data.collections import get_collection, split_files
+from helpers import npz_arrays, one_error_line, run
+from xlarank.data.collections import get_collection
 from xlarank.data.graph import load_graph
 from xlarank.errors import BadGraphError, XlarankError, XlarankWarning
 from xlarank.rank.ingraph import rank_graph
@@ -25,21 +25,6 @@ from xlarank.rank.tuner import suggest_next
 from xlarank.seeds import MAX_BOOSTER_SEED, check_booster_seed
 
 LAYOUT = get_collection("layout-xla-random")
-
-
-@pytest.fixture(scope="module")
-def layout_file(tiny_data) -> Path:
-    return split_files(tiny_data, LAYOUT, "train")[0]
-
-
-@pytest.fixture(scope="module")
-def tile_file(tiny_data) -> Path:
-    return split_files(tiny_data, TILE, "train")[0]
-
-
-def _arrays(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path) as npz:
-        return {key: npz[key] for key in npz.files}
 
 
 def _write(tmp_path: Path, arrays: dict, name: str = "g") -> Path:
@@ -90,7 +75,7 @@ def test_an_unknown_config_index_names_the_measured_csv_and_the_graph(tmp_path, 
 
 
 def test_a_graph_of_no_configurable_nodes_says_so(tmp_path, layout_file):
-    arrays = _arrays(layout_file)
+    arrays = npz_arrays(layout_file)
     arrays["node_config_ids"] = arrays["node_config_ids"][:0]
     arrays["node_config_feat"] = arrays["node_config_feat"][:, :0]
     graph = _write(tmp_path, arrays)
@@ -102,7 +87,7 @@ def test_a_graph_of_no_configurable_nodes_says_so(tmp_path, layout_file):
 
 # 4. Two members of one name.
 def test_an_npz_with_two_members_of_one_name_is_refused(tmp_path, layout_file):
-    arrays = _arrays(layout_file)
+    arrays = npz_arrays(layout_file)
     path = tmp_path / "dup.npz"
     with zipfile.ZipFile(path, "w") as archive, warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # zipfile: "Duplicate name"
@@ -134,7 +119,7 @@ def test_an_npz_with_two_members_of_one_name_is_refused(tmp_path, layout_file):
     (lambda n: np.array([[0.0, 1.5]]), "expected integers"),
 ])
 def test_bad_node_splits_are_refused(tmp_path, layout_file, make, needle):
-    arrays = _arrays(layout_file)
+    arrays = npz_arrays(layout_file)
     arrays["node_splits"] = make(arrays["node_feat"].shape[0])
     path = _write(tmp_path, arrays)
     with pytest.raises(BadGraphError) as caught:
@@ -144,7 +129,7 @@ def test_bad_node_splits_are_refused(tmp_path, layout_file, make, needle):
 
 
 def test_node_splits_may_end_at_the_node_count(tmp_path, layout_file):
-    arrays = _arrays(layout_file)
+    arrays = npz_arrays(layout_file)
     n = arrays["node_feat"].shape[0]
     arrays["node_splits"] = np.array([[0, n]])
     assert load_graph(_write(tmp_path, arrays)).node_splits.tolist() == [0, n]

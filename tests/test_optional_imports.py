@@ -17,12 +17,11 @@ import ast
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "src"
+from helpers import package_modules
+
 OPTIONAL = ("jax", "jaxlib", "dask", "distributed", "optuna")
 COMPAT = "xlarank.compat"
 # compat's names standing in for jax and its modules.
@@ -41,17 +40,6 @@ JAX_MODULES = frozenset({
     "xlarank.systems.tpugraphs_gnn.system",
     "xlarank.systems.tpugraphs_gnn.train",
 })
-
-
-def modules() -> dict[str, Path]:
-    """Dotted module name -> file, for every module of the package."""
-    out = {}
-    for path in sorted((SRC / "xlarank").rglob("*.py")):
-        parts = list(path.relative_to(SRC).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = path
-    return out
 
 
 def optional_imports(tree: ast.Module) -> list[tuple[int, str, bool]]:
@@ -97,13 +85,13 @@ def offences(module: str, source: str) -> list[str]:
 
 
 def test_optional_packages_are_imported_in_compat_only():
-    found = [o for module, path in modules().items()
+    found = [o for module, path in package_modules().items()
              for o in offences(module, path.read_text())]
     assert found == [], "\n".join(found)
 
 
 def test_the_declared_jax_modules_take_jax_at_their_top():
-    mods = modules()
+    mods = package_modules()
     assert JAX_MODULES <= set(mods)
     missing = [m for m in sorted(JAX_MODULES)
                if not any(top for _, top in stand_in_imports(ast.parse(mods[m].read_text())))]
@@ -140,7 +128,7 @@ def test_importing_every_module_loads_no_optional_package():
     """In a fresh interpreter: every module of the package imported (the CLI's entry
     point, __main__, aside: it runs the CLI), then none of the optional packages is in
     sys.modules."""
-    names = sorted(m for m in modules() if m != "xlarank.__main__")
+    names = sorted(m for m in package_modules() if m != "xlarank.__main__")
     probe = ("import importlib, json, sys\n"
              f"for name in {names!r}:\n"
              "    importlib.import_module(name)\n"
