@@ -223,3 +223,17 @@ def test_tuner_methods_refuse_wrong_types(tile_file):
     with pytest.raises(TypeError):
         tuner.ask(2.5)
     assert isinstance(pd.DataFrame(), pd.DataFrame) and inspect.isclass(xlarank.Tuner)
+
+
+@pytest.mark.parametrize("threads", [-1, 1025, 100_000, 10**9])
+def test_api_thread_counts_are_the_clis(tile_file, tmp_path, threads):
+    # libgomp segfaulted or ran out of memory on 100,000 threads asked from Python.
+    with pytest.raises(XlarankError, match="threads"):
+        xlarank.Tuner(tile_file, seed=0, threads=threads)
+    with pytest.raises(XlarankError, match="threads"):
+        xlarank.rank_graph_with("xlarank", tile_file,
+                                {"config_index": [0, 1], "runtime": [1.0, 2.0]},
+                                threads=threads)
+    with pytest.raises(XlarankError, match="threads"):
+        xlarank.train_from_specs(tmp_path / "f.parquet", ["tile-xla"], tmp_path / "m",
+                                 threads=threads)

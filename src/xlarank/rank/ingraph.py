@@ -57,6 +57,7 @@ import pandas as pd
 from xlarank.data.collections import get_collection
 from xlarank.data.graph import LayoutGraph, TileGraph
 from xlarank.data.origin import warn_if_synthetic_meets_real
+from xlarank.environment import MAX_THREADS
 from xlarank.errors import ArgumentTypeError, MismatchError, XlarankError, XlarankWarning
 from xlarank.features.build import KEY_COLUMNS, featurize_graph
 from xlarank.features.spec import FeatureSpec
@@ -426,9 +427,11 @@ def check_threads(threads) -> int | None:
     if threads is None:
         return None
     threads = _whole(threads, "threads")
-    if threads < 0:
+    # The CLI's cap: libgomp dies on a count it cannot start (a segfault or out of memory,
+    # no error to catch).
+    if not 0 <= threads <= MAX_THREADS:
         raise XlarankError(f"threads={threads}: give 0 or None (the chosen count) or a "
-                           "positive number")
+                           f"number in 1..{MAX_THREADS}")
     return threads
 
 

@@ -25,6 +25,7 @@ from xlarank.evaluate import check_scores, mean_metrics
 from xlarank.frame import read_frame, read_keys, read_meta
 from xlarank.rank.dask import train_ranker_dask
 from xlarank.rank.ensemble import load_training_plan, train_ensemble
+from xlarank.rank.ingraph import check_threads
 from xlarank.rank.model import Model
 from xlarank.rank.ranker import CARD_FILE, Ranker
 from xlarank.rank.spec import RankerSpec, check_seeds
@@ -188,5 +189,6 @@ def _check_train_arguments(frame_path, spec_paths, out_dir, seeds, valid_path, t
     for seed in seeds or ():
         checked_type(seed, (int, np.integer), "train_from_specs: seeds", "a list of ints")
     checked_type(threads, (int, np.integer), "train_from_specs: threads", "an int")
+    check_threads(threads)
     checked_type(engine, str, "train_from_specs: engine", "'local' or 'dask'")
 train_from_specs.__doc__ = _train_from_specs.__doc__
